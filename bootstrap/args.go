@@ -1,0 +1,75 @@
+package bootstrap
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+)
+
+// AgentArgs are what an agent is told on its command line.
+type AgentArgs struct {
+	ID        uint32 // the context id the controller allocated
+	Parent    uint32 // the parent's context id
+	Name      string // the context's name in chains ("web1", "sudo:root")
+	Nonce     string // marks the hello line
+	Verbosity int    // 0 warn, 1 info, 2+ debug
+	// SHA256, if set, is the hex sha256 the agent's own executable must
+	// have (the first stage passes it when it runs a cached agent): on a
+	// mismatch the agent reports SPINDLE-STALE and exits (CheckSelf).
+	SHA256 string
+}
+
+// Argv renders the arguments. They contain no secrets: command lines are
+// visible to every user of the target.
+func (a AgentArgs) Argv() []string {
+	argv := []string{
+		"-id", strconv.FormatUint(uint64(a.ID), 10),
+		"-parent", strconv.FormatUint(uint64(a.Parent), 10),
+		"-name", a.Name,
+		"-nonce", a.Nonce,
+		"-v", strconv.Itoa(a.Verbosity),
+	}
+	if a.SHA256 != "" {
+		argv = append(argv, "-sha256", a.SHA256)
+	}
+	return argv
+}
+
+// ParseAgentArgs parses what Argv rendered.
+func ParseAgentArgs(argv []string) (AgentArgs, error) {
+	var a AgentArgs
+	fs := flag.NewFlagSet("spindle-agent", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	id := fs.Uint("id", 0, "context id")
+	parent := fs.Uint("parent", 0, "parent context id")
+	fs.StringVar(&a.Name, "name", "", "context name")
+	fs.StringVar(&a.Nonce, "nonce", "", "hello nonce")
+	fs.IntVar(&a.Verbosity, "v", 0, "verbosity")
+	fs.StringVar(&a.SHA256, "sha256", "", "expected sha256 of the agent's own executable")
+	if err := fs.Parse(argv); err != nil {
+		return a, err
+	}
+	if a.Nonce == "" || *id == 0 || *id > 1<<32-1 || *parent > 1<<32-1 {
+		return a, fmt.Errorf("missing or invalid -id/-nonce")
+	}
+	if a.SHA256 != "" && !isHex(a.SHA256, 64) {
+		return a, fmt.Errorf("invalid -sha256 (want 64 hex digits)")
+	}
+	a.ID, a.Parent = uint32(*id), uint32(*parent)
+	return a, nil
+}
+
+// isHex reports whether s is n lower-case hex digits.
+func isHex(s string, n int) bool {
+	if len(s) != n {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}

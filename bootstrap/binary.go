@@ -1,0 +1,134 @@
+package bootstrap
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+)
+
+//go:embed agents
+var embedded embed.FS
+
+// Binary is one agent executable.
+type Binary struct {
+	OS, Arch string
+	Data     []byte // uncompressed
+	Hash     string // hex sha256 of Data
+	gz       []byte // gzip of Data, when the build embedded it so
+}
+
+// Source supplies agent binaries by platform.
+type Source interface {
+	Agent(goos, goarch string) (*Binary, error)
+}
+
+// ErrNoAgent is wrapped when no agent exists for a platform.
+var ErrNoAgent = errors.New("no agent binary")
+
+func newBinary(goos, goarch string, data []byte) *Binary {
+	sum := sha256.Sum256(data)
+	return &Binary{OS: goos, Arch: goarch, Data: data, Hash: hex.EncodeToString(sum[:])}
+}
+
+// Default returns the agents this controller was built with: the
+// compressed binaries `make build` embeds, then, for the controller's own
+// platform, $SPINDLE_AGENT or a spindle-agent file beside the running
+// executable.
+func Default() Source { return defaultSource }
+
+var defaultSource = &builtin{cache: map[string]*Binary{}}
+
+type builtin struct {
+	mu    sync.Mutex
+	cache map[string]*Binary
+}
+
+func (b *builtin) Agent(goos, goarch string) (*Binary, error) {
+	key := goos + "/" + goarch
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if bin := b.cache[key]; bin != nil {
+		return bin, nil
+	}
+	bin, err := b.load(goos, goarch)
+	if err != nil {
+		return nil, err
+	}
+	b.cache[key] = bin
+	return bin, nil
+}
+
+func (b *builtin) load(goos, goarch string) (*Binary, error) {
+	own := goos == runtime.GOOS && goarch == runtime.GOARCH
+	if p := os.Getenv("SPINDLE_AGENT"); p != "" && own {
+		return readAgentFile(p, goos, goarch)
+	}
+	if gz, err := embedded.ReadFile("agents/spindle-agent-" + goos + "-" + goarch + ".gz"); err == nil {
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			return nil, fmt.Errorf("embedded agent for %s/%s is corrupt: %w", goos, goarch, err)
+		}
+		data, err := io.ReadAll(zr)
+		if err != nil {
+			return nil, fmt.Errorf("embedded agent for %s/%s is corrupt: %w", goos, goarch, err)
+		}
+		bin := newBinary(goos, goarch, data)
+		bin.gz = gz // gzip -9 by `make build`: sent as is
+		return bin, nil
+	}
+	if own {
+		if exe, err := os.Executable(); err == nil {
+			p := filepath.Join(filepath.Dir(exe), "spindle-agent")
+			if _, err := os.Stat(p); err == nil {
+				return readAgentFile(p, goos, goarch)
+			}
+		}
+	}
+	return nil, fmt.Errorf("%w for %s/%s in this build: run `make build` to embed the agents, or set SPINDLE_AGENT=/path/to/spindle-agent for the controller's own platform (%s/%s)",
+		ErrNoAgent, goos, goarch, runtime.GOOS, runtime.GOARCH)
+}
+
+func readAgentFile(path, goos, goarch string) (*Binary, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read agent binary: %w", err)
+	}
+	return newBinary(goos, goarch, data), nil
+}
+
+// FromFile serves the agent at path for the given platform: a custom agent
+// built with agent.Main and extra services.
+func FromFile(path, goos, goarch string) Source {
+	return &fileSource{path: path, os: goos, arch: goarch}
+}
+
+type fileSource struct {
+	path, os, arch string
+	once           sync.Once
+	bin            *Binary
+	err            error
+}
+
+func (f *fileSource) Agent(goos, goarch string) (*Binary, error) {
+	if goos != f.os || goarch != f.arch {
+		return nil, fmt.Errorf("%w for %s/%s: the custom agent %s is built for %s/%s", ErrNoAgent, goos, goarch, f.path, f.os, f.arch)
+	}
+	f.once.Do(func() { f.bin, f.err = readAgentFile(f.path, goos, goarch) })
+	return f.bin, f.err
+}
+
+func newHasher() interface {
+	io.Writer
+	Sum([]byte) []byte
+} {
+	return sha256.New()
+}

@@ -1,0 +1,131 @@
+package bootstrap
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+
+	"github.com/spindle-rpc/spindle/version"
+	"golang.org/x/sys/unix"
+)
+
+// CacheDirs lists, in order of preference, the per-user directories an
+// agent may run from (DESIGN.md): RAM-backed and private first.
+func CacheDirs() []string {
+	uid := strconv.Itoa(os.Getuid())
+	var dirs []string
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "spindle"))
+	}
+	dirs = append(dirs, "/dev/shm/spindle-"+uid)
+	if h, err := os.UserHomeDir(); err == nil {
+		dirs = append(dirs, filepath.Join(h, ".cache", "spindle"))
+	}
+	return append(dirs, filepath.Join(os.TempDir(), "spindle-"+uid))
+}
+
+// PrivateDir returns the first usable cache directory, creating it 0700.
+// A directory is usable only if it is a real directory (not a symlink),
+// owned by us, not writable by anyone else, on a filesystem that allows
+// exec: /tmp and /dev/shm are shared, so anything else could let another
+// user swap the agent.
+func PrivateDir() (string, error) {
+	var why []string
+	for _, d := range CacheDirs() {
+		err := checkPrivateDir(d)
+		if err == nil {
+			return d, nil
+		}
+		why = append(why, err.Error())
+	}
+	return "", fmt.Errorf("no usable agent cache directory: %v", why)
+}
+
+func checkPrivateDir(d string) error {
+	if err := os.MkdirAll(filepath.Dir(d), 0o755); err != nil {
+		return fmt.Errorf("%s: %w", d, err)
+	}
+	if err := os.Mkdir(d, 0o700); err != nil && !errors.Is(err, os.ErrExist) {
+		return fmt.Errorf("%s: %w", d, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(d, &st); err != nil {
+		return fmt.Errorf("%s: %w", d, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
+		return fmt.Errorf("%s: not a directory (a symlink?)", d)
+	case int(st.Uid) != os.Getuid():
+		return fmt.Errorf("%s: owned by uid %d, not us", d, st.Uid)
+	case st.Mode&0o077 != 0:
+		return fmt.Errorf("%s: mode %o lets other users in", d, st.Mode&0o777)
+	}
+	var vfs unix.Statfs_t
+	if err := unix.Statfs(d, &vfs); err == nil && vfs.Flags&unix.ST_NOEXEC != 0 {
+		return fmt.Errorf("%s: on a noexec filesystem", d)
+	}
+	return nil
+}
+
+// AgentFileName is the cache file name of a binary: version and hash, so a
+// stale or different agent is never reused.
+func AgentFileName(b *Binary) string {
+	return "agent-" + version.Version + "-" + b.Hash[:16]
+}
+
+var verified sync.Map // path → hash checked by this process
+
+// Materialize makes b runnable from the private cache directory and
+// returns its path. An existing file is checked against b's hash (once per
+// process) and replaced if it differs.
+func Materialize(b *Binary) (string, error) {
+	dir, err := PrivateDir()
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, AgentFileName(b))
+	if h, ok := verified.Load(path); ok && h == b.Hash {
+		return path, nil
+	}
+	if same, _ := fileHasHash(path, b.Hash); same {
+		verified.Store(path, b.Hash)
+		return path, nil
+	}
+	tmp, err := os.CreateTemp(dir, ".agent-*")
+	if err != nil {
+		return "", err
+	}
+	_, err = tmp.Write(b.Data)
+	if err == nil {
+		err = tmp.Chmod(0o700)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return "", fmt.Errorf("install agent in %s: %w", dir, err)
+	}
+	verified.Store(path, b.Hash)
+	return path, nil
+}
+
+func fileHasHash(path, hash string) (bool, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	h := newHasher()
+	if _, err := io.Copy(h, f); err != nil {
+		return false, err
+	}
+	return fmt.Sprintf("%x", h.Sum(nil)) == hash, nil
+}

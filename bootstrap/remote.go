@@ -1,0 +1,422 @@
+package bootstrap
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/spindle-rpc/spindle/version"
+	"go.uber.org/zap"
+)
+
+const (
+	// NeedPrefix starts the line the first stage prints when the agent is
+	// not cached: `SPINDLE-NEED <nonce> <uname -s> <uname -m> <decompressors>`.
+	NeedPrefix = "SPINDLE-NEED"
+	// SendPrefix starts the controller's answer to a NEED line:
+	// `SPINDLE-SEND <nbytes> <format> <sha256>`, then exactly nbytes.
+	SendPrefix = "SPINDLE-SEND"
+)
+
+// The cache directories the first stage tries, in order, as sh words ($u is
+// the uid). An empty word (unset variable) is skipped. CacheDirs is the Go
+// twin used by Materialize.
+const stageDirs = `"${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/spindle}" "/dev/shm/spindle-$u" "${HOME:+$HOME/.cache/spindle}" "/tmp/spindle-$u"`
+
+// unamePlatform maps Go's names to what `uname -s` and `uname -m` print
+// (sh case patterns, also matched with path.Match on the controller).
+var (
+	unameOS = []struct{ goos, pattern string }{
+		{"linux", "Linux"}, {"darwin", "Darwin"}, {"freebsd", "FreeBSD"},
+		{"openbsd", "OpenBSD"}, {"netbsd", "NetBSD"}, {"dragonfly", "DragonFly"},
+		{"illumos", "SunOS"}, {"aix", "AIX"},
+	}
+	unameArch = []struct {
+		goarch   string
+		patterns []string
+	}{
+		{"amd64", []string{"x86_64", "amd64"}},
+		{"arm64", []string{"aarch64", "arm64"}},
+		{"386", []string{"i386", "i486", "i586", "i686", "i86pc"}},
+		{"arm", []string{"armv5*", "armv6*", "armv7*", "armv8l", "arm"}},
+		{"riscv64", []string{"riscv64"}},
+		{"ppc64le", []string{"ppc64le"}},
+		{"ppc64", []string{"ppc64", "powerpc"}},
+		{"s390x", []string{"s390x"}},
+		{"loong64", []string{"loongarch64"}},
+	}
+)
+
+// goPlatform maps uname -s/-m output to a Go platform.
+func goPlatform(sys, machine string) (goos, goarch string, ok bool) {
+	for _, o := range unameOS {
+		if o.pattern == sys {
+			goos = o.goos
+		}
+	}
+	for _, a := range unameArch {
+		for _, p := range a.patterns {
+			if m, _ := path.Match(p, machine); m && goarch == "" {
+				goarch = a.goarch
+			}
+		}
+	}
+	return goos, goarch, goos != "" && goarch != ""
+}
+
+// stagePlatforms lists the platforms src can supply, as case arms that set
+// the expected agent name and hash.
+func stagePlatforms(src Source) string {
+	var b strings.Builder
+	for _, o := range unameOS {
+		for _, a := range unameArch {
+			if o.goos != "linux" && a.goarch != "amd64" && a.goarch != "arm64" {
+				continue
+			}
+			bin, err := src.Agent(o.goos, a.goarch)
+			if err != nil || !isHex(bin.Hash, 64) {
+				continue
+			}
+			for i, p := range a.patterns {
+				if i > 0 {
+					b.WriteString("|")
+				}
+				b.WriteString(o.pattern + "/" + p)
+			}
+			fmt.Fprintf(&b, ") a=%s; h=%s; b=%d;; ", AgentFileName(bin), bin.Hash, len(bin.Data))
+		}
+	}
+	return b.String()
+}
+
+// RemoteCommand returns the one-line first stage to run as the remote
+// command of a fresh session (SSH exec request, `sudo … sh -c`, `docker exec
+// -i … sh -c`): `sh -c '…'` with no `!`, `\` or embedded single quote, so it
+// survives any login shell (sh, bash, dash, zsh, fish, tcsh, busybox ash).
+//
+// The stage (PROTOCOL.md section 10) finds the agent for the target's
+// `uname -s`/`uname -m` in the first private cache directory that holds it
+// and execs it with args plus -sha256 (no round trip); otherwise it picks
+// the first usable cache directory, prints a SPINDLE-NEED line, receives
+// the agent (RemoteStart answers), installs it and execs it. The command
+// names every platform src can supply; others are requested anyway and
+// RemoteStart reports that no agent exists for them.
+//
+// args.Name may not contain quotes, `$`, backquotes, `!`, `\` or control
+// characters (it travels inside the command line).
+func RemoteCommand(args AgentArgs, src Source) (string, error) {
+	return remoteCommand(args, src, stageDirs)
+}
+
+// RemoteScript is RemoteCommand's script alone, for hops that take an argv
+// rather than a command line: `sudo -u USER -- sh -c SCRIPT`.
+func RemoteScript(args AgentArgs, src Source) (string, error) {
+	cmd, err := remoteCommand(args, src, stageDirs)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSuffix(strings.TrimPrefix(cmd, "sh -c '"), "'"), nil
+}
+
+// errNoSource is returned when a caller passes no agent source.
+var errNoSource = fmt.Errorf("%w: no agent source given (the controller passes bootstrap.Default(), an agent bootstrap.Self())", ErrNoAgent)
+
+func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
+	if src == nil {
+		// Never Default() here: agents run this code too, and must not
+		// link the controller's embedded agents into their binary.
+		return "", errNoSource
+	}
+	if !isHex(args.Nonce, len(args.Nonce)) || args.Nonce == "" {
+		return "", fmt.Errorf("bootstrap: nonce %q is not hex", args.Nonce)
+	}
+	if args.Name == "" || strings.ContainsFunc(args.Name, func(r rune) bool {
+		return r < ' ' || r == 0x7f || strings.ContainsRune("\"'`$\\!", r)
+	}) {
+		return "", fmt.Errorf("bootstrap: context name %q cannot travel in the first stage's command line (no quotes, $, `, !, \\ or control characters)", args.Name)
+	}
+	if !safeWord(version.Version) {
+		return "", fmt.Errorf("bootstrap: version %q is not a safe file name part", version.Version)
+	}
+	a := args
+	a.SHA256 = ""
+	// x DIR/AGENT HASH: run the agent; exec is final (a failed exec ends
+	// the shell too).
+	run := fmt.Sprintf(`x() { exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2"; }; `,
+		a.ID, a.Parent, a.Name, a.Nonce, a.Verbosity)
+	script := "umask 077; n=" + args.Nonce + "; u=$(id -u); set -- $(uname -s -m); s=$1; m=$2; " +
+		"case $s/$m in " + stagePlatforms(src) + "*) a=; h=; b=;; esac; " +
+		run +
+		// k DIR: usable unless empty, a symlink, not a directory or not ours
+		// (reasons collect in $w).
+		`k() { test -n "$1" || return 1; test -L "$1" && { w="$w $1: a symlink;"; return 1; }; ` +
+		`test -d "$1" || { w="$w $1: not a directory;"; return 1; }; ` +
+		`test -O "$1" || { w="$w $1: not owned by uid $u;"; return 1; }; }; ` +
+		"set -- " + dirs + "; " +
+		// Warm: the expected agent in any usable directory, run at once. A
+		// file of the wrong size (truncated: too damaged to even run and
+		// report itself stale) is removed, so the cold path replaces it.
+		`test -n "$a" && for d; do k "$d" && test -f "$d/$a" && test -O "$d/$a" && ` +
+		`{ test $(($(wc -c < "$d/$a"))) -eq "$b" && x "$d/$a" "$h"; rm -f "$d/$a"; }; done; ` +
+		// Cold: the first directory we can create, own, write and run from.
+		// The probe is the temp file itself: empty and executable, it runs
+		// (as an empty script) unless the filesystem is noexec.
+		`w=; t=; for d; do test -n "$d" || continue; test -d "$d" || mkdir -p "$d" 2>/dev/null; k "$d" || continue; ` +
+		`p="$d/.agent-$$"; { : > "$p"; } 2>/dev/null || { w="$w $d: not writable;"; continue; }; ` +
+		`chmod 700 "$d" "$p" && "$p" 2>/dev/null && { t=$p; break; }; rm -f "$p"; w="$w $d: cannot run programs there (noexec?);"; done; ` +
+		`test -n "$t" || { echo "SPINDLE-ERROR no usable agent cache directory for uid $u (each must be a directory owned by the user, not a symlink, writable, allowing exec):$w"; exit 1; }; ` +
+		`z=; for c in gzip xz zstd; do command -v $c >/dev/null 2>&1 && z=$z$c,; done; ` +
+		`echo "SPINDLE-NEED $n $s $m ${z:-none}"; ` +
+		`read -r l c f h || { rm -f "$t"; exit 1; }; ` +
+		`test "$l" = SPINDLE-SEND || { rm -f "$t"; echo "SPINDLE-ERROR unexpected answer to SPINDLE-NEED: $l"; exit 1; }; ` +
+		`case $f in gzip) head -c "$c" | gzip -dc > "$t";; raw) head -c "$c" > "$t" && test $(($(wc -c < "$t"))) -eq "$c";; *) false;; esac || ` +
+		`{ rm -f "$t"; echo "SPINDLE-ERROR could not receive the agent ($c bytes, $f) into $t: needs head -c and gzip"; exit 1; }; ` +
+		"a=agent-" + version.Version + "-${h%${h#????????????????}}; " +
+		`mv -f "$t" "$d/$a" || { rm -f "$t"; echo "SPINDLE-ERROR could not install the agent as $d/$a"; exit 1; }; ` +
+		`x "$d/$a" "$h"`
+	if strings.ContainsAny(script, "'\\!\n\r") {
+		return "", fmt.Errorf("bootstrap: first stage would contain a quote, backslash, ! or newline")
+	}
+	return "sh -c '" + script + "'", nil
+}
+
+func safeWord(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("._+-", r)) {
+			return false
+		}
+	}
+	return true
+}
+
+// RemoteStart runs the controller's side of the first stage (the command
+// from RemoteCommand, same args and src) over a started remote command's
+// stdio: it skips login noise (logged at debug, at most 1 MiB), answers a
+// SPINDLE-NEED with the agent for the platform named (gzip when the target
+// has gzip, else raw), and returns a Conn positioned after the hello. It
+// logs at info level whether the agent was cached or uploaded, with sizes
+// and times.
+//
+// Ownership: RemoteStart owns stdin and closeFn from the call on. On
+// success the Conn's Close closes stdin and runs closeFn (once). On any
+// error, and when ctx is cancelled (which also breaks a blocked read or
+// write), stdin has been closed and closeFn has run before RemoteStart
+// returns: the session is gone.
+//
+// Errors: a SPINDLE-ERROR line from the stage wraps ErrAgent with the
+// stage's text verbatim; a platform src cannot supply wraps ErrNoAgent.
+// A cached agent that fails its self-check (SPINDLE-STALE: corrupt or
+// mixed-up file) removes itself and RemoteStart returns an error wrapping
+// ErrStaleAgent (and ErrAgent). The caller retries ONCE, with a fresh
+// session and a fresh RemoteCommand, when errors.Is(err, ErrStaleAgent):
+// that start finds no cached file and uploads the agent. A second
+// ErrStaleAgent in a row is reported as is.
+func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, args AgentArgs, src Source, name string, log *zap.Logger, closeFn func() error) (*Conn, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	if src == nil {
+		stdin.Close()
+		if closeFn != nil {
+			closeFn()
+		}
+		return nil, errNoSource
+	}
+	w := newOnceCloser(stdin)
+	var once sync.Once
+	var closeErr error
+	release := func() error {
+		once.Do(func() {
+			w.Close()
+			if closeFn != nil {
+				closeErr = closeFn()
+			}
+		})
+		return closeErr
+	}
+	stop := context.AfterFunc(ctx, func() { release() })
+	rs := &remoteStart{w: w, args: args, src: src, log: log, name: name, begin: time.Now()}
+	br := bufio.NewReaderSize(stdout, 64<<10)
+	hello, err := readHello(ctx, br, args.Nonce, log, rs.line)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		release()
+		if ctx.Err() != nil {
+			err = ctx.Err()
+		} else if errors.Is(err, errNoHello) && !rs.sent {
+			// The stage ran a cached agent that died before its hello,
+			// too broken to check itself (or the stage failed early).
+			err = fmt.Errorf("%w (if the stage ran a cached agent, it may be damaged: remove the agent-* files from the cache directory, e.g. $XDG_RUNTIME_DIR/spindle or /dev/shm/spindle-$UID)", err)
+		}
+		return nil, err // the controller names the context
+	}
+	if rs.sent {
+		log.Info(fmt.Sprintf("agent uploaded (%s %s)", mib(rs.wire), rs.format),
+			zap.String("context", name), zap.String("platform", rs.platform),
+			zap.Int("wire_bytes", rs.wire), zap.Int("agent_bytes", rs.size),
+			zap.Duration("send", rs.sendTime), zap.Duration("total", time.Since(rs.begin)))
+	} else {
+		log.Info("agent cached", zap.String("context", name),
+			zap.String("platform", hello.OS+"/"+hello.Arch), zap.Duration("total", time.Since(rs.begin)))
+	}
+	return NewConn(hello, br, w, release), nil
+}
+
+type remoteStart struct {
+	w        io.Writer
+	args     AgentArgs
+	src      Source
+	log      *zap.Logger
+	name     string
+	begin    time.Time
+	sent     bool
+	platform string
+	format   string
+	wire     int
+	size     int
+	sendTime time.Duration
+}
+
+// line handles the first stage's requests; anything else is noise.
+func (rs *remoteStart) line(line string) (bool, error) {
+	f := strings.Fields(line)
+	if len(f) < 2 || f[1] != rs.args.Nonce {
+		return false, nil
+	}
+	switch f[0] {
+	case StalePrefix:
+		actual := ""
+		if len(f) > 2 {
+			actual = f[2]
+		}
+		return true, fmt.Errorf("%w: %w: the cached agent hashes to %s, not the expected build; it removed itself: start again to upload a fresh one", ErrAgent, ErrStaleAgent, actual)
+	case NeedPrefix:
+		if len(f) < 5 {
+			return true, fmt.Errorf("%w: malformed request %q", ErrAgent, line)
+		}
+		if rs.sent {
+			return true, fmt.Errorf("%w: the first stage asked for the agent twice", ErrAgent)
+		}
+		return true, rs.send(f[2], f[3], strings.Split(f[4], ","))
+	}
+	return false, nil
+}
+
+func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
+	goos, goarch, ok := goPlatform(sys, machine)
+	if !ok {
+		return fmt.Errorf("%w for %s %s (uname -s, uname -m): not a platform Spindle knows how to build for", ErrNoAgent, sys, machine)
+	}
+	rs.platform = goos + "/" + goarch
+	bin, err := rs.src.Agent(goos, goarch)
+	if err != nil {
+		return fmt.Errorf("the target is %s/%s: %w", goos, goarch, err)
+	}
+	payload, format := bin.Data, "raw"
+	for _, d := range decompressors {
+		if d == "gzip" {
+			if payload, err = gzipped(bin); err != nil {
+				return err
+			}
+			format = "gzip"
+			break
+		}
+	}
+	rs.log.Debug("sending agent", zap.String("context", rs.name), zap.String("platform", rs.platform),
+		zap.String("format", format), zap.Int("bytes", len(payload)))
+	t0 := time.Now()
+	if _, err := fmt.Fprintf(rs.w, "%s %d %s %s\n", SendPrefix, len(payload), format, bin.Hash); err != nil {
+		return fmt.Errorf("send agent: %w", err)
+	}
+	if _, err := rs.w.Write(payload); err != nil {
+		return fmt.Errorf("send agent: %w", err)
+	}
+	rs.sent, rs.format, rs.wire, rs.size, rs.sendTime = true, format, len(payload), len(bin.Data), time.Since(t0)
+	return nil
+}
+
+func mib(n int) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB" }
+
+// gzipped returns b's gzip form: the one the build embedded (gzip -9), or
+// one made once per binary (by hash) and kept for the process's lifetime.
+func gzipped(b *Binary) ([]byte, error) {
+	if b.gz != nil {
+		return b.gz, nil
+	}
+	e, _ := gzCache.LoadOrStore(b.Hash, &gzEntry{})
+	ent := e.(*gzEntry)
+	ent.once.Do(func() {
+		var buf bytes.Buffer
+		// Level 6, not 9: on a 5 MiB agent 9 saves 0.3% and takes 3.4x
+		// as long (0.67 s against 0.2 s).
+		zw, _ := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
+		if _, err := zw.Write(b.Data); err != nil {
+			ent.err = err
+			return
+		}
+		ent.err = zw.Close()
+		ent.data = buf.Bytes()
+	})
+	return ent.data, ent.err
+}
+
+var gzCache sync.Map // hash → *gzEntry
+
+type gzEntry struct {
+	once sync.Once
+	data []byte
+	err  error
+}
+
+type onceCloser struct {
+	io.WriteCloser
+	// busy keeps Close from running while a Write is in flight: x/crypto's
+	// ssh channel races when CloseWrite and Write run at once (found by
+	// -race when an agent died mid-transfer). It is a channel, not a
+	// mutex, so that Close can give up on a Write stuck on a peer that
+	// stopped reading: the session's close, which follows, ends that Write.
+	busy chan struct{}
+	once sync.Once
+	err  error
+}
+
+func newOnceCloser(w io.WriteCloser) *onceCloser {
+	return &onceCloser{WriteCloser: w, busy: make(chan struct{}, 1)}
+}
+
+// closeWriteWait is how long Close waits for a Write in flight.
+const closeWriteWait = 2 * time.Second
+
+func (c *onceCloser) Write(p []byte) (int, error) {
+	c.busy <- struct{}{}
+	defer func() { <-c.busy }()
+	return c.WriteCloser.Write(p)
+}
+
+func (c *onceCloser) Close() error {
+	c.once.Do(func() {
+		t := time.NewTimer(closeWriteWait)
+		defer t.Stop()
+		select {
+		case c.busy <- struct{}{}:
+			defer func() { <-c.busy }()
+			c.err = c.WriteCloser.Close()
+		case <-t.C:
+		}
+	})
+	return c.err
+}

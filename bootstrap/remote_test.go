@@ -1,0 +1,643 @@
+package bootstrap_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	stdctx "context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/services/sys"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+func TestMain(m *testing.M) {
+	if _, err := testagent.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+const depsHint = "install it with scripts/test-deps.sh (apt-get install zsh fish tcsh busybox)"
+
+// loginShell is how a session's login shell would run the command string.
+type loginShell struct {
+	name string
+	argv []string // the command string is appended after these
+}
+
+var loginShells = []loginShell{
+	{"sh", []string{"/bin/sh", "-c"}},
+	{"bash", []string{"bash", "-c"}},
+	{"dash", []string{"dash", "-c"}},
+	{"zsh", []string{"zsh", "-c"}},
+	{"fish", []string{"fish", "-c"}},
+	{"tcsh", []string{"tcsh", "-c"}},
+	{"busybox", []string{"busybox", "sh", "-c"}},
+}
+
+func need(t *testing.T, prog string) string {
+	t.Helper()
+	p, err := exec.LookPath(prog)
+	if err != nil {
+		t.Skipf("!!! SKIPPED: %s is not installed: %s", prog, depsHint)
+	}
+	return p
+}
+
+// target is a fake remote machine: a private XDG_RUNTIME_DIR and HOME, and
+// a PATH (which decides what `sh` the stage runs under).
+type target struct {
+	t    *testing.T
+	xdg  string
+	home string
+	path string
+	// dirs lists the cache dir candidates (sh words). It is private to the
+	// target: the real list also names /dev/shm/spindle-$uid, which other
+	// packages' tests running at the same time fill with this very agent,
+	// so a "cold" start would find it there and run it warm.
+	dirs string
+}
+
+func newTarget(t *testing.T) *target {
+	root := t.TempDir()
+	tg := &target{t: t, xdg: filepath.Join(root, "xdg"), home: filepath.Join(root, "home"), path: os.Getenv("PATH")}
+	for _, d := range []string{tg.xdg, tg.home} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg.dirs = `"${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/spindle}" "${HOME:+$HOME/.cache/spindle}"`
+	return tg
+}
+
+func (tg *target) env() []string {
+	return []string{"PATH=" + tg.path, "HOME=" + tg.home, "XDG_RUNTIME_DIR=" + tg.xdg, "LANG=C"}
+}
+
+func (tg *target) cacheDir() string { return filepath.Join(tg.xdg, "spindle") }
+
+// session starts argv + cmdline like an SSH exec request would; stderr is
+// logged. closeFn waits for the process (killing it after a grace period).
+type session struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.Reader
+	closed atomic.Int32
+	stderr *syncBuffer
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func (tg *target) start(sh loginShell, cmdline string) *session {
+	tg.t.Helper()
+	argv := append(append([]string{}, sh.argv...), cmdline)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Env = tg.env()
+	cmd.Dir = tg.home
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	s := &session{cmd: cmd, stderr: &syncBuffer{}}
+	cmd.Stderr = s.stderr
+	var err error
+	if s.stdin, err = cmd.StdinPipe(); err != nil {
+		tg.t.Fatal(err)
+	}
+	if s.stdout, err = cmd.StdoutPipe(); err != nil {
+		tg.t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tg.t.Fatal(err)
+	}
+	return s
+}
+
+func (s *session) close() error {
+	s.closed.Add(1)
+	s.stdin.Close()
+	done := make(chan error, 1)
+	go func() { done <- s.cmd.Wait() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(10 * time.Second):
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		return <-done
+	}
+}
+
+// connector runs the first stage through a login shell on a target, like
+// the SSH connector does through a session, and retries once on
+// ErrStaleAgent.
+type connector struct {
+	tg     *target
+	sh     loginShell
+	src    bootstrap.Source
+	prefix string // run by the login shell before the stage (noise)
+	log    *zap.Logger
+	stale  int // ErrStaleAgent seen
+}
+
+func (c *connector) Name() string { return "fake:" + c.sh.name + " → a b%" }
+
+func (c *connector) Start(ctx stdctx.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
+	for attempt := 0; ; attempt++ {
+		conn, err := c.startOnce(ctx, req)
+		if errors.Is(err, bootstrap.ErrStaleAgent) && attempt == 0 {
+			c.stale++
+			continue
+		}
+		return conn, err
+	}
+}
+
+func (c *connector) startOnce(ctx stdctx.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
+	args := req.Args()
+	var cmdline string
+	var err error
+	cmdline, err = bootstrap.RemoteCommandDirs(args, c.src, c.tg.dirs)
+	if err != nil {
+		return nil, err
+	}
+	s := c.tg.start(c.sh, c.prefix+cmdline)
+	conn, err := bootstrap.RemoteStart(ctx, s.stdin, s.stdout, args, c.src, req.Name, c.log, s.close)
+	if err != nil {
+		if s.closed.Load() == 0 {
+			c.tg.t.Errorf("RemoteStart returned %v without running closeFn", err)
+		}
+		if e := s.stderr.String(); e != "" {
+			c.tg.t.Logf("stage stderr: %s", e)
+		}
+	}
+	return conn, err
+}
+
+// dial starts an agent through the connector, pings it, and reports
+// whether it was uploaded (from the info log) and how long the start took.
+func dial(t *testing.T, c *connector) (uploaded bool, took time.Duration) {
+	t.Helper()
+	core, logs := observer.New(zapcore.InfoLevel)
+	c.log = zap.New(core)
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	cx, closeFn, err := spindle.Dial(ctx, c, spindle.Options{})
+	took = time.Since(t0)
+	if err != nil {
+		t.Fatalf("%s: %v", c.sh.name, err)
+	}
+	defer closeFn()
+	if err := sys.Ping(ctx, cx); err != nil {
+		t.Fatalf("%s: ping: %v", c.sh.name, err)
+	}
+	cached := logs.FilterMessage("agent cached").Len()
+	up := logs.FilterMessageSnippet("agent uploaded (").Len()
+	if cached+up != 1 {
+		t.Fatalf("%s: want one of agent cached/uploaded logged, got %v", c.sh.name, logs.All())
+	}
+	for _, e := range logs.All() {
+		t.Logf("%s: %s %v", c.sh.name, e.Message, e.ContextMap())
+	}
+	return up == 1, took
+}
+
+func agentFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, _ := filepath.Glob(filepath.Join(dir, "agent-*"))
+	return m
+}
+
+// TestLoginShells: through every login shell, a cold start uploads the
+// agent and a warm start runs the cached one.
+func TestLoginShells(t *testing.T) {
+	for _, sh := range loginShells {
+		t.Run(sh.name, func(t *testing.T) {
+			need(t, sh.argv[0])
+			tg := newTarget(t)
+			c := &connector{tg: tg, sh: sh, src: bootstrap.Default()}
+			up, cold := dial(t, c)
+			if !up {
+				t.Fatal("cold start did not upload")
+			}
+			if f := agentFiles(t, tg.cacheDir()); len(f) != 1 {
+				t.Fatalf("cache holds %v", f)
+			}
+			st, err := os.Lstat(tg.cacheDir())
+			if err != nil || st.Mode().Perm() != 0o700 || !st.IsDir() {
+				t.Fatalf("cache dir: %v %v", st.Mode(), err)
+			}
+			up, warm := dial(t, c)
+			if up {
+				t.Fatal("warm start uploaded again")
+			}
+			t.Logf("%s: cold start %v, warm start %v", sh.name, cold, warm)
+		})
+	}
+}
+
+// TestStageShells runs the stage itself (the inner `sh`) under bash, dash,
+// busybox ash, and busybox with nothing but busybox applets on PATH (its
+// head -c, gzip, …).
+func TestStageShells(t *testing.T) {
+	cases := []struct {
+		name  string
+		prog  string
+		links []string // names to point at prog; PATH = only that dir if all
+		only  bool
+	}{
+		{"dash", "dash", []string{"sh"}, false},
+		{"bash", "bash", []string{"sh"}, false},
+		{"busybox-ash", "busybox", []string{"sh"}, false},
+		{"busybox-only", "busybox", []string{"sh", "id", "uname", "mkdir", "chmod", "rm", "head", "gzip", "wc", "mv"}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			prog := need(t, tc.prog)
+			tg := newTarget(t)
+			bin := t.TempDir()
+			for _, l := range tc.links {
+				if err := os.Symlink(prog, filepath.Join(bin, l)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if tc.only {
+				tg.path = bin
+			} else {
+				tg.path = bin + ":" + tg.path
+			}
+			sh := loginShell{tc.name, []string{filepath.Join(bin, "sh"), "-c"}}
+			c := &connector{tg: tg, sh: sh, src: bootstrap.Default()}
+			if up, _ := dial(t, c); !up {
+				t.Fatal("cold start did not upload")
+			}
+			if up, _ := dial(t, c); up {
+				t.Fatal("warm start uploaded again")
+			}
+		})
+	}
+}
+
+// rawOnly hides gzip from the stage's PATH: the agent travels raw.
+func TestRawUpload(t *testing.T) {
+	tg := newTarget(t)
+	bin := t.TempDir()
+	for _, p := range []string{"sh", "id", "uname", "mkdir", "chmod", "rm", "head", "wc", "mv"} {
+		full, err := exec.LookPath(p)
+		if err != nil {
+			t.Skipf("no %s", p)
+		}
+		os.Symlink(full, filepath.Join(bin, p))
+	}
+	tg.path = bin
+	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
+	core, logs := observer.New(zapcore.DebugLevel)
+	c.log = zap.New(core)
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+	defer cancel()
+	cx, closeFn, err := spindle.Dial(ctx, &fixedLog{c, c.log}, spindle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	if err := sys.Ping(ctx, cx); err != nil {
+		t.Fatal(err)
+	}
+	if logs.FilterMessageSnippet("MiB raw)").Len() != 1 {
+		t.Fatalf("not sent raw: %v", logs.All())
+	}
+}
+
+type fixedLog struct {
+	*connector
+	log *zap.Logger
+}
+
+func (f *fixedLog) Start(ctx stdctx.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
+	f.connector.log = f.log
+	return f.connector.Start(ctx, req)
+}
+
+// TestTamperedAgent: a cached agent whose bytes changed reports itself
+// stale and removes itself; the retry uploads a fresh one.
+func TestTamperedAgent(t *testing.T) {
+	tg := newTarget(t)
+	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
+	if up, _ := dial(t, c); !up {
+		t.Fatal("cold start did not upload")
+	}
+	files := agentFiles(t, tg.cacheDir())
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
+	}
+	tamper(t, files[0])
+
+	// Once by hand: the error is ErrStaleAgent and the file is gone.
+	args := bootstrap.AgentArgs{ID: 7, Name: "tamper", Nonce: bootstrap.NewNonce()}
+	cmdline, err := bootstrap.RemoteCommandDirs(args, c.src, tg.dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tg.start(loginShells[0], cmdline)
+	_, err = bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, c.src, "tamper", nil, s.close)
+	if !errors.Is(err, bootstrap.ErrStaleAgent) || !errors.Is(err, bootstrap.ErrAgent) {
+		t.Fatalf("tampered agent: got %v, want ErrStaleAgent", err)
+	}
+	t.Logf("tampered: %v", err)
+	if s.closed.Load() == 0 {
+		t.Fatal("closeFn not run")
+	}
+	if f := agentFiles(t, tg.cacheDir()); len(f) != 0 {
+		t.Fatalf("stale agent not removed: %v", f)
+	}
+
+	// Tamper again and go through the connector: stale, retry, upload.
+	if up, _ := dial(t, c); !up {
+		t.Fatal("did not upload")
+	}
+	files = agentFiles(t, tg.cacheDir())
+	tamper(t, files[0])
+	c.stale = 0
+	if up, _ := dial(t, c); !up || c.stale != 1 {
+		t.Fatalf("retry after stale: uploaded=%v stale=%d", up, c.stale)
+	}
+	if up, _ := dial(t, c); up {
+		t.Fatal("fresh agent not cached")
+	}
+}
+
+// tamper changes bytes near the end of an executable (where it still
+// starts: a binary too broken to start cannot check itself, see RemoteStart).
+func tamper(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if _, err := f.WriteAt([]byte("tampered"), st.Size()-64); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestNoise: login scripts printing before the stage are skipped, even a
+// hello-looking line with another nonce.
+func TestNoise(t *testing.T) {
+	tg := newTarget(t)
+	for _, cached := range []bool{false, true} {
+		c := &connector{tg: tg, sh: loginShells[1], src: bootstrap.Default(),
+			prefix: "echo Welcome to the machine; echo SPINDLE-HELLO 0000 {}; echo SPINDLE-NEED 0000 Linux x86_64 gzip; "}
+		if up, _ := dial(t, c); up == cached {
+			t.Fatalf("cached=%v but uploaded=%v", cached, up)
+		}
+	}
+}
+
+// TestUnusableDirs: symlinks, other users' directories, files, noexec
+// mounts and unwritable directories are refused, each with its reason;
+// the first usable candidate wins.
+func TestUnusableDirs(t *testing.T) {
+	tg := newTarget(t)
+	root := t.TempDir()
+	real := filepath.Join(root, "real")
+	os.Mkdir(real, 0o700)
+	link := filepath.Join(root, "link")
+	os.Symlink(real, link)
+	file := filepath.Join(root, "file")
+	os.WriteFile(file, nil, 0o600)
+	words := []string{`"` + link + `"`, `""`, `"` + file + `"`}
+	reasons := []string{link + ": a symlink", file + ": not a directory"}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(root, "other")
+		os.Mkdir(other, 0o700)
+		if err := os.Chown(other, 65534, 65534); err == nil {
+			words = append(words, `"`+other+`"`)
+			reasons = append(reasons, other+": not owned by uid 0")
+		}
+	} else {
+		t.Log("not root: cannot make a directory owned by another user; that case is not tested")
+	}
+	noexec := filepath.Join(root, "noexec")
+	os.Mkdir(noexec, 0o700)
+	if err := syscall.Mount("tmpfs", noexec, "tmpfs", syscall.MS_NOEXEC, "size=1m,mode=0700"); err == nil {
+		t.Cleanup(func() { syscall.Unmount(noexec, syscall.MNT_DETACH) })
+		words = append(words, `"`+noexec+`"`)
+		reasons = append(reasons, noexec+": cannot run programs there (noexec?)")
+	} else {
+		t.Logf("cannot mount a noexec tmpfs (%v): that case is not tested", err)
+	}
+	tg.dirs = strings.Join(words, " ")
+
+	args := bootstrap.AgentArgs{ID: 9, Name: "dirs", Nonce: bootstrap.NewNonce()}
+	cmdline, err := bootstrap.RemoteCommandDirs(args, bootstrap.Default(), tg.dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tg.start(loginShells[0], cmdline)
+	_, err = bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, bootstrap.Default(), "dirs", nil, s.close)
+	if err == nil || !errors.Is(err, bootstrap.ErrAgent) || !strings.Contains(err.Error(), "no usable agent cache directory") {
+		t.Fatalf("got %v", err)
+	}
+	for _, r := range reasons {
+		if !strings.Contains(err.Error(), r) {
+			t.Errorf("error lacks %q: %v", r, err)
+		}
+	}
+	t.Logf("unusable dirs: %v", err)
+
+	// Add a usable candidate at the end: it is used.
+	good := filepath.Join(root, "deep", "good")
+	tg.dirs += ` "` + good + `"`
+	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
+	if up, _ := dial(t, c); !up {
+		t.Fatal("no upload")
+	}
+	if f := agentFiles(t, good); len(f) != 1 {
+		t.Fatalf("agent not in %s: %v", good, f)
+	}
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start uploaded again")
+	}
+}
+
+// TestMissingPlatform: a source without an agent for the target's
+// platform gives a clear error.
+func TestMissingPlatform(t *testing.T) {
+	tg := newTarget(t)
+	path, _ := testagent.Build()
+	src := bootstrap.FromFile(path, "plan9", "amd64")
+	args := bootstrap.AgentArgs{ID: 3, Name: "missing", Nonce: bootstrap.NewNonce()}
+	cmdline, err := bootstrap.RemoteCommandDirs(args, src, tg.dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tg.start(loginShells[0], cmdline)
+	_, err = bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, src, "missing", nil, s.close)
+	want := runtime.GOOS + "/" + runtime.GOARCH
+	if !errors.Is(err, bootstrap.ErrNoAgent) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("got %v, want ErrNoAgent naming %s", err, want)
+	}
+	t.Logf("missing platform: %v", err)
+}
+
+// TestCancel: cancelling ctx while the far end is silent runs closeFn and
+// returns promptly.
+func TestCancel(t *testing.T) {
+	tg := newTarget(t)
+	args := bootstrap.AgentArgs{ID: 3, Name: "cancel", Nonce: bootstrap.NewNonce()}
+	s := tg.start(loginShells[0], "exec sleep 30")
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 200*time.Millisecond)
+	defer cancel()
+	t0 := time.Now()
+	// The sleep ignores stdin: closeFn must kill it.
+	_, err := bootstrap.RemoteStart(ctx, s.stdin, s.stdout, args, bootstrap.Default(), "cancel", nil, func() error {
+		s.closed.Add(1)
+		syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL)
+		return s.cmd.Wait()
+	})
+	if !errors.Is(err, stdctx.DeadlineExceeded) || time.Since(t0) > 5*time.Second || s.closed.Load() != 1 {
+		t.Fatalf("got %v after %v (closed %d)", err, time.Since(t0), s.closed.Load())
+	}
+}
+
+// TestRemoteCommandShape: one line, sh -c '…', nothing a login shell
+// could reinterpret; unsafe names are refused.
+func TestRemoteCommandShape(t *testing.T) {
+	args := bootstrap.AgentArgs{ID: 1, Name: "ssh:web1 → sudo:root", Nonce: bootstrap.NewNonce(), Verbosity: 2}
+	cmd, err := bootstrap.RemoteCommand(args, bootstrap.Default())
+	if err != nil {
+		t.Fatal(err)
+	}
+	inner, ok := strings.CutPrefix(cmd, "sh -c '")
+	if !ok || !strings.HasSuffix(inner, "'") {
+		t.Fatalf("not sh -c '…': %s", cmd)
+	}
+	inner = inner[:len(inner)-1]
+	if strings.ContainsAny(inner, "'!\\\n\r") {
+		t.Fatalf("first stage contains a forbidden character: %s", cmd)
+	}
+	t.Logf("first stage: %d bytes", len(cmd))
+	for _, bad := range []string{`a"b`, "a'b", "a$b", "a`b", "a!b", `a\b`, "a\nb", ""} {
+		if _, err := bootstrap.RemoteCommand(bootstrap.AgentArgs{ID: 1, Name: bad, Nonce: "ab"}, bootstrap.Default()); err == nil {
+			t.Errorf("name %q accepted", bad)
+		}
+	}
+}
+
+// TestArgsSHA256 round-trips the new flag.
+func TestArgsSHA256(t *testing.T) {
+	a := bootstrap.AgentArgs{ID: 2, Parent: 1, Name: "x", Nonce: "ab", Verbosity: 1, SHA256: strings.Repeat("0f", 32)}
+	b, err := bootstrap.ParseAgentArgs(a.Argv())
+	if err != nil || b != a {
+		t.Fatalf("%+v %v", b, err)
+	}
+	a.SHA256 = "xyz"
+	if _, err := bootstrap.ParseAgentArgs(a.Argv()); err == nil {
+		t.Fatal("bad -sha256 accepted")
+	}
+}
+
+// TestGzipSize checks what travels for the agents `make build` embeds
+// (gzip -9).
+func TestGzipSize(t *testing.T) {
+	gzs, _ := filepath.Glob("agents/spindle-agent-*.gz")
+	if len(gzs) == 0 {
+		t.Skip("!!! SKIPPED: no embedded agents: run `make build`")
+	}
+	for _, p := range gzs {
+		gz, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(gz))
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, err := io.ReadAll(zr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: %d bytes, gzip -9 %d bytes (%.1f%%)", filepath.Base(p), len(data), len(gz), 100*float64(len(gz))/float64(len(data)))
+		if len(gz) > 4<<20 {
+			t.Errorf("%s: %d bytes > 4 MiB on the wire", p, len(gz))
+		}
+	}
+}
+
+// BenchmarkSelfCheck measures the agent's startup self-check (hashing its
+// own executable).
+func BenchmarkSelfCheck(b *testing.B) {
+	path, err := testagent.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	bin, err := bootstrap.FromFile(path, runtime.GOOS, runtime.GOARCH).Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, check := range []bool{false, true} {
+		b.Run(fmt.Sprintf("sha256=%v", check), func(b *testing.B) {
+			args := bootstrap.AgentArgs{ID: 1, Name: "bench", Nonce: "ab"}
+			if check {
+				args.SHA256 = bin.Hash
+			}
+			for b.Loop() {
+				// stdin is /dev/null: the agent says hello and exits.
+				out, _ := exec.Command(path, args.Argv()...).Output()
+				if !bytes.HasPrefix(out, []byte(bootstrap.HelloPrefix)) {
+					b.Fatalf("no hello: %s", out)
+				}
+			}
+		})
+	}
+}
+
+func TestSaltedSourceChangesTheHashOnly(t *testing.T) {
+	base := bootstrap.Default()
+	plain, err := base.Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		t.Skip(err)
+	}
+	s := bootstrap.Salted(base)
+	a, err := s.Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := s.Agent(runtime.GOOS, runtime.GOARCH)
+	if a.Hash == plain.Hash || again != a || len(a.Data) != len(plain.Data)+16 || !bytes.Equal(a.Data[:len(plain.Data)], plain.Data) {
+		t.Fatalf("salted agent: hash %s (plain %s), %d bytes (plain %d)", a.Hash[:8], plain.Hash[:8], len(a.Data), len(plain.Data))
+	}
+}

@@ -1,0 +1,94 @@
+package bootstrap
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// StalePrefix starts the line an agent prints instead of its hello when its
+// own executable does not have the hash the first stage expected:
+// `SPINDLE-STALE <nonce> <actual sha256>`. The agent then exits with
+// StaleExitCode.
+const StalePrefix = "SPINDLE-STALE"
+
+// StaleExitCode is the exit status of an agent that found itself stale.
+const StaleExitCode = 3
+
+// ErrStaleAgent is wrapped by the error RemoteStart returns when the cached
+// agent failed its self-check (a corrupt or foreign file under the expected
+// name). The agent has removed the file: start a fresh session and call
+// RemoteStart again, once; that start uploads a fresh agent.
+var ErrStaleAgent = errors.New("cached agent failed its self-check")
+
+// CheckSelf verifies, when args.SHA256 is set, that the running executable
+// hashes to it. On a mismatch it prints the SPINDLE-STALE line on w (the
+// protocol stdout), removes the executable if it is an agent in a private
+// cache directory of ours, and returns stale=true with an error saying so:
+// the caller exits with StaleExitCode. An error with stale=false means the
+// check could not be made (the caller warns and carries on). It is a guard against corrupt, truncated or mixed-up
+// cache files, not against a hostile agent (which would simply skip it):
+// the private cache directory rules are what keep other users out.
+func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
+	if args.SHA256 == "" {
+		return false, nil
+	}
+	// /proc/self/exe opens the very inode we run, even if the path was
+	// replaced since; elsewhere fall back to the path.
+	self := "/proc/self/exe"
+	if _, err := os.Stat(self); err != nil {
+		if self, err = os.Executable(); err != nil {
+			return false, fmt.Errorf("agent self-check: %w", err)
+		}
+	}
+	f, err := os.Open(self)
+	if err != nil {
+		return false, fmt.Errorf("agent self-check: %w", err)
+	}
+	h := newHasher()
+	_, err = io.Copy(h, f)
+	f.Close()
+	if err != nil {
+		return false, fmt.Errorf("agent self-check: %w", err)
+	}
+	actual := hex.EncodeToString(h.Sum(nil))
+	if actual == args.SHA256 {
+		return false, nil
+	}
+	// Remove the file before saying so: the controller starts again as
+	// soon as it reads the line, and its first stage must not find the
+	// stale file still there.
+	removeStaleSelf(self)
+	fmt.Fprintf(w, "%s %s %s\n", StalePrefix, args.Nonce, actual)
+	return true, fmt.Errorf("agent self-check: executable hashes to %s, expected %s", actual, args.SHA256)
+}
+
+// removeStaleSelf removes our executable if it is `agent-*` in a directory
+// that is ours and private, and is still the file we run.
+func removeStaleSelf(self string) {
+	path, err := os.Executable()
+	if err != nil {
+		return
+	}
+	path = strings.TrimSuffix(path, " (deleted)")
+	if !strings.HasPrefix(filepath.Base(path), "agent-") {
+		return
+	}
+	var dir, file, running unix.Stat_t
+	if unix.Lstat(filepath.Dir(path), &dir) != nil || unix.Lstat(path, &file) != nil || unix.Stat(self, &running) != nil {
+		return
+	}
+	if dir.Mode&unix.S_IFMT != unix.S_IFDIR || int(dir.Uid) != os.Geteuid() || dir.Mode&0o022 != 0 {
+		return
+	}
+	if file.Mode&unix.S_IFMT != unix.S_IFREG || int(file.Uid) != os.Geteuid() || file.Dev != running.Dev || file.Ino != running.Ino {
+		return
+	}
+	os.Remove(path)
+}

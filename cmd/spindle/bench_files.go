@@ -1,0 +1,369 @@
+package main
+
+import (
+	"bytes"
+	stdctx "context"
+	"crypto/rand"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/fs"
+)
+
+// The "files" group of `spindle bench`: copying files to the ssh group's
+// target with fs.Put (one connection, streamed over a circuit) against
+// OpenSSH's `ssh host 'cat > f'` (the raw floor), scp and sftp, all three
+// multiplexed over a warm ControlMaster so that no row pays a connection
+// set-up; a tree of 1,000 files of 4 KiB against `scp -r`; and a file
+// through one bastion hop against `scp -J`. At 0 and 10 ms. "files_big"
+// adds 1 GiB, with the controller's and the agent's peak RSS over idle.
+
+type fileSize struct {
+	label string
+	bytes int64
+}
+
+var (
+	fileSizes = []fileSize{{"1m", 1 << 20}, {"100m", 100 << 20}}
+	bigSize   = fileSize{"1g", 1 << 30}
+)
+
+const (
+	treeFiles    = 1000
+	treeFileSize = 4 << 10
+)
+
+func filesCases() []benchCase {
+	var cs []benchCase
+	for _, ms := range []int{0, 10} {
+		sfx := ""
+		if ms > 0 {
+			sfx = fmt.Sprintf("_%dms", ms)
+		}
+		sizes := append(append([]fileSize{}, fileSizes...), bigSize)
+		for _, fsz := range sizes {
+			group := "files"
+			if fsz == bigSize {
+				group = "files_big"
+			}
+			for _, tool := range []string{"ssh_cat", "scp", "sftp"} {
+				name := "put_" + fsz.label
+				if tool != "ssh_cat" {
+					name += "_" + tool
+				}
+				cs = append(cs, benchCase{
+					Name: name + sfx, Group: group, Latency: ms, Baseline: tool + sfx, N: 1,
+					Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesPut(ms, fsz, n, false) },
+					Base:    func(e *benchEnv, n int) (float64, error) { return e.filesOpenSSH(ms, fsz, n, tool, false) },
+					Finish:  throughput(fsz.bytes, fsz == bigSize),
+				})
+			}
+			if fsz == bigSize {
+				continue
+			}
+			cs = append(cs, benchCase{
+				Name: "put_" + fsz.label + "_via" + sfx, Group: group, Latency: ms, Baseline: "scp_jump" + sfx, N: 1,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesPut(ms, fsz, n, true) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.filesOpenSSH(ms, fsz, n, "scp", true) },
+				Finish:  throughput(fsz.bytes, false),
+			})
+		}
+		cs = append(cs, benchCase{
+			Name: "put_tree_1000x4k" + sfx, Group: "files", Latency: ms, Baseline: "scp_r" + sfx, N: 1,
+			Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesTree(ms, n, false) },
+			Base:    func(e *benchEnv, n int) (float64, error) { return e.filesTree(ms, n, true) },
+		})
+	}
+	return cs
+}
+
+func init() { benchCases = append(benchCases, filesCases()...) }
+
+// throughput adds MB/s to a row, and with rss the peak RSS growth that
+// the last Spindle round measured.
+func throughput(size int64, rss bool) func(e *benchEnv, r *benchResult) {
+	return func(e *benchEnv, r *benchResult) {
+		if r.SpindleNS > 0 {
+			r.SpindleMBps = round1(float64(size) / (1 << 20) / (r.SpindleNS / 1e9))
+		}
+		if r.BaselineNS > 0 {
+			r.BaselineMBps = round1(float64(size) / (1 << 20) / (r.BaselineNS / 1e9))
+		}
+		if rss && e.files != nil {
+			r.RSSControllerMiB = round1(float64(e.files.rssCtl) / (1 << 20))
+			if e.files.rssAgent >= 0 {
+				r.RSSAgentMiB = round1(float64(e.files.rssAgent) / (1 << 20))
+			}
+		}
+	}
+}
+
+// filesBench holds the local sources and the remote directory.
+type filesBench struct {
+	local  string // local temp dir with the sources
+	remote string // remote temp dir (absolute)
+	cx     *spindle.Context
+	// Peak RSS growth over idle during the last Spindle put, bytes; -1
+	// when the agent's /proc is not on this machine.
+	rssCtl, rssAgent int64
+}
+
+func (e *benchEnv) filesSetup(ms int) (*filesBench, *sshPath, error) {
+	p := e.sshPath(ms)
+	if p.err != nil {
+		return nil, nil, p.err
+	}
+	if e.files == nil {
+		cx, err := e.sshPath(0).context(e.ctx)
+		if err != nil {
+			return nil, nil, err
+		}
+		res, err := exec.Run(e.ctx, cx, exec.Cmd{Argv: []string{"mktemp", "-d", "/tmp/spindle-bench-files-XXXXXX"}})
+		if err != nil || res.ExitCode != 0 {
+			return nil, nil, fmt.Errorf("mktemp on the target: %v %s", err, res.Stderr)
+		}
+		local, err := os.MkdirTemp("", "spindle-bench-files-")
+		if err != nil {
+			return nil, nil, err
+		}
+		e.files = &filesBench{local: local, remote: strings.TrimSpace(string(res.Stdout)), cx: cx}
+	}
+	return e.files, p, nil
+}
+
+// source is the local file of that size, made on first use (random bytes:
+// nothing compresses).
+func (f *filesBench) source(fsz fileSize) (string, error) {
+	path := filepath.Join(f.local, "src-"+fsz.label)
+	if st, err := os.Stat(path); err == nil && st.Size() == fsz.bytes {
+		return path, nil
+	}
+	out, err := os.Create(path)
+	if err != nil {
+		return "", err
+	}
+	if _, err := io.CopyN(out, rand.Reader, fsz.bytes); err != nil {
+		out.Close()
+		return "", err
+	}
+	return path, out.Close()
+}
+
+func (e *benchEnv) filesPut(ms int, fsz fileSize, n int, via bool) (float64, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return 0, err
+	}
+	src, err := f.source(fsz)
+	if err != nil {
+		return 0, err
+	}
+	cx, err := p.context(e.ctx)
+	if via {
+		cx, err = e.viaHop(ms)
+	}
+	if err != nil {
+		return 0, err
+	}
+	dst := f.remote + "/spindle-" + fsz.label
+	stop := f.watchRSS(cx)
+	d, err := timePerOp(n, func() error {
+		_, err := fs.PutFile(e.ctx, cx, src, dst, false, fs.PutOptions{})
+		return err
+	})
+	stop()
+	return d, err
+}
+
+func (e *benchEnv) filesOpenSSH(ms int, fsz fileSize, n int, tool string, via bool) (float64, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return 0, err
+	}
+	src, err := f.source(fsz)
+	if err != nil {
+		return 0, err
+	}
+	dst := f.remote + "/" + tool + "-" + fsz.label
+	if via {
+		if err := p.jumpTrue(e.ctx); err != nil { // the jump master, untimed
+			return 0, err
+		}
+	} else if !p.cmUp {
+		if err := p.run(e.ctx, true, "true"); err != nil {
+			return 0, err
+		}
+	}
+	return timePerOp(n, func() error { return p.copyWith(e.ctx, tool, src, dst, via, false) })
+}
+
+func (e *benchEnv) filesTree(ms int, n int, openssh bool) (float64, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return 0, err
+	}
+	tree := filepath.Join(f.local, "tree")
+	if _, err := os.Stat(tree); err != nil {
+		if err := makeTree(tree); err != nil {
+			return 0, err
+		}
+	}
+	if openssh {
+		if !p.cmUp {
+			if err := p.run(e.ctx, true, "true"); err != nil {
+				return 0, err
+			}
+		}
+		i := 0
+		return timePerOp(n, func() error {
+			i++
+			return p.copyWith(e.ctx, "scp", tree, fmt.Sprintf("%s/scp-tree-%d", f.remote, i), false, true)
+		})
+	}
+	cx, err := p.context(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	i := 0
+	return timePerOp(n, func() error {
+		i++
+		_, err := fs.PutTree(e.ctx, cx, tree, fmt.Sprintf("%s/spindle-tree-%d", f.remote, i), fs.TreeOptions{})
+		return err
+	})
+}
+
+// makeTree writes treeFiles files of treeFileSize in 10 directories.
+func makeTree(dir string) error {
+	buf := make([]byte, treeFileSize)
+	for i := 0; i < treeFiles; i++ {
+		sub := filepath.Join(dir, fmt.Sprintf("d%d", i%10))
+		if err := os.MkdirAll(sub, 0o755); err != nil {
+			return err
+		}
+		rand.Read(buf)
+		if err := os.WriteFile(filepath.Join(sub, fmt.Sprintf("f%04d", i)), buf, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyWith copies src to dst on the path's target with an OpenSSH tool,
+// over the path's ControlMaster (or, via, the ssh -J one).
+func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recursive bool) error {
+	cm := p.cm
+	if via {
+		cm = p.jumpCM
+	}
+	mux := []string{"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=auto",
+		"-o", "ControlPath=" + cm, "-o", "ControlPersist=60"}
+	common := append(append([]string{}, mux...), p.sshArgs...)
+	if via {
+		common = append(common, "-J", p.dest)
+	}
+	var cmd *osexec.Cmd
+	switch tool {
+	case "ssh_cat":
+		in, err := os.Open(src)
+		if err != nil {
+			return err
+		}
+		defer in.Close()
+		cmd = osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, common...), p.dest, "cat > "+shellQuote(dst))...)
+		cmd.Stdin = in
+	case "scp":
+		args := append([]string{"-q"}, common...)
+		if recursive {
+			args = append(args, "-r")
+		}
+		cmd = osexec.CommandContext(ctx, "scp", append(args, src, p.dest+":"+dst)...)
+	case "sftp":
+		batch := fmt.Sprintf("put %s %s\n", src, dst)
+		cmd = osexec.CommandContext(ctx, "sftp", append(append([]string{"-q", "-b", "-"}, common...), p.dest)...)
+		cmd.Stdin = strings.NewReader(batch)
+	default:
+		return fmt.Errorf("unknown tool %q", tool)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s → %s: %v: %s", tool, src, dst, err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return nil
+}
+
+// watchRSS samples this process's and (when it runs on this machine) the
+// agent's RSS every 20 ms until stop, and records the peak growth over
+// the values at the start.
+func (f *filesBench) watchRSS(cx *spindle.Context) (stop func()) {
+	agentPID := cx.Hello().PID
+	if _, err := os.Stat("/proc/" + strconv.Itoa(agentPID)); err != nil {
+		agentPID = 0
+	}
+	ctl0, agent0 := rss(os.Getpid()), rss(agentPID)
+	var peakCtl, peakAgent atomic.Int64
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(20 * time.Millisecond)
+		defer t.Stop()
+		for {
+			if v := rss(os.Getpid()) - ctl0; v > peakCtl.Load() {
+				peakCtl.Store(v)
+			}
+			if agentPID != 0 {
+				if v := rss(agentPID) - agent0; v > peakAgent.Load() {
+					peakAgent.Store(v)
+				}
+			}
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-finished
+		f.rssCtl, f.rssAgent = peakCtl.Load(), peakAgent.Load()
+		if agentPID == 0 {
+			f.rssAgent = -1
+		}
+	}
+}
+
+// rss is a process's resident set in bytes (0 if unknown).
+func rss(pid int) int64 {
+	if pid == 0 {
+		return 0
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func (f *filesBench) close(ctx stdctx.Context) {
+	if f.remote != "" && strings.HasPrefix(f.remote, "/tmp/spindle-bench-files-") {
+		exec.Run(ctx, f.cx, exec.Cmd{Argv: []string{"rm", "-rf", f.remote}}) //nolint:errcheck // best effort
+	}
+	os.RemoveAll(f.local)
+}

@@ -1,0 +1,629 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	stdctx "context"
+	"errors"
+	"fmt"
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors/sudo"
+	"github.com/spindle-rpc/spindle/internal/latency"
+	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skeema/knownhosts"
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"github.com/spindle-rpc/spindle/services/sys"
+	xssh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// The "ssh" group of `spindle bench`: Spindle over one SSH connection
+// against OpenSSH (warm ControlMaster, and a fresh connection) and
+// x/crypto/ssh (a session per command), at 0 ms and at 10 ms of added
+// round-trip time. The 10 ms figures go through latency.Proxy (5 ms each
+// way) in front of the same sshd.
+
+// sshLatency is the one-way delay of the latency proxy: 10 ms round trip.
+const sshLatency = 5 * time.Millisecond
+
+func sshCases() []benchCase {
+	var cs []benchCase
+	for _, ms := range []int{0, 10} {
+		sfx := ""
+		if ms > 0 {
+			sfx = fmt.Sprintf("_%dms", ms)
+			cs = append(cs, benchCase{
+				Name: "rtt_floor" + sfx, Group: "ssh", Latency: ms, Baseline: "tcp_echo_rtt" + sfx, N: 200,
+				Spindle: func(e *benchEnv, n int) (float64, error) {
+					cx, err := e.sshPath(ms).context(e.ctx)
+					if err != nil {
+						return 0, err
+					}
+					return timePerOp(n, func() error { return sys.Ping(e.ctx, cx) })
+				},
+				Base: func(e *benchEnv, n int) (float64, error) {
+					b, err := e.sshBench()
+					if err != nil {
+						return 0, err
+					}
+					return b.echoRTT(n)
+				},
+			})
+		}
+		n := map[int]int{0: 100, 10: 20}[ms]
+		nc := map[int]int{0: 10, 10: 5}[ms]
+		cs = append(cs,
+			benchCase{
+				Name: "ssh_true_seq" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_controlmaster" + sfx, N: n,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleTrue(e.ctx, n) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).controlMasterTrue(e.ctx, n) },
+			},
+			benchCase{
+				Name: "ssh_true_seq_xcrypto" + sfx, Group: "ssh", Latency: ms, Baseline: "xcrypto_session_per_cmd" + sfx, N: n,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleTrue(e.ctx, n) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).xcryptoTrue(e.ctx, n) },
+			},
+			benchCase{
+				Name: "ssh_connect_cached" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_fresh_true" + sfx, N: nc,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleConnect(e.ctx, n, false) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).freshTrue(e.ctx, n) },
+			},
+			benchCase{
+				Name: "ssh_connect_cold" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_fresh_true" + sfx, N: nc,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleConnect(e.ctx, n, true) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).freshTrue(e.ctx, n) },
+				Finish: func(e *benchEnv, r *benchResult) {
+					if c, ok := e.results["ssh_connect_cached"+sfx]; ok {
+						r.ExtraNS = round1(r.SpindleNS - c.SpindleNS)
+						if f, ok := e.results["rtt_floor"+sfx]; ok && f.BaselineNS > 0 {
+							r.ExtraRTTs = round3(r.ExtraNS / f.BaselineNS)
+						}
+					}
+				},
+			},
+		)
+	}
+	// Become: commands as root through one sudo hop, started once by the
+	// target's agent, vs sudo on every command over the warm ControlMaster.
+	cs = append(cs, benchCase{
+		Name: "become_sudo_true", Group: "ssh", Baseline: "openssh_controlmaster_sudo_n", N: 100,
+		Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(0).spindleSudoTrue(e.ctx, n) },
+		Base: func(e *benchEnv, n int) (float64, error) {
+			p := e.sshPath(0)
+			if !p.cmUp {
+				if err := p.run(e.ctx, true, "true"); err != nil {
+					return 0, err
+				}
+			}
+			return timePerOp(n, func() error { return p.run(e.ctx, true, "sudo -n true") })
+		},
+	})
+	// Every 10 ms row says how many round trips it costs.
+	for i := range cs {
+		if cs[i].Latency > 0 && cs[i].Finish == nil && !strings.HasPrefix(cs[i].Name, "rtt_floor") {
+			floor := "rtt_floor" + fmt.Sprintf("_%dms", cs[i].Latency)
+			cs[i].Finish = func(e *benchEnv, r *benchResult) {
+				if f, ok := e.results[floor]; ok && f.BaselineNS > 0 {
+					r.RTTRatio = round3(r.SpindleNS / f.BaselineNS)
+				}
+			}
+		}
+	}
+	return cs
+}
+
+func init() { benchCases = append(benchCases, sshCases()...) }
+
+// sshBench is the target of the ssh group, set up on first use.
+type sshBench struct {
+	dir   string
+	label string
+	rmCmd string // empties the target user's agent cache (run through ssh)
+	sshd  *throwawaySSHD
+	proxy *latency.Proxy // in front of the target's sshd
+	echo  *echoServer
+	echoP *latency.Proxy
+	echoC net.Conn
+	paths map[int]*sshPath
+}
+
+// sshPath is one way to the target: direct (0 ms) or through the proxy.
+type sshPath struct {
+	b    *sshBench
+	ms   int
+	err  error // setup error, reported by every operation
+	opts ssh.Options
+	// sshArgs precede the destination in every OpenSSH command line.
+	sshArgs []string
+	dest    string
+
+	ctl  *spindle.Controller
+	cx   *spindle.Context
+	cm   string // ControlPath
+	cmUp bool
+	xc   *xssh.Client
+
+	via    *spindle.Context // the via group's second hop, through cx
+	jumpCM string           // the via group's ssh -J ControlPath, once up
+}
+
+// ssh benchmarks' own flags.
+type sshBenchFlags struct {
+	target string // --ssh-target
+}
+
+// sshBenchAvailable says whether the ssh group can run.
+func sshBenchAvailable(f sshBenchFlags) error {
+	if f.target != "" {
+		return nil
+	}
+	if err := canStartSSHD(); err != nil {
+		return fmt.Errorf("the ssh benchmarks need a target: give --ssh-target TARGET (resolved like the CLI's, e.g. -F cfg --ssh-target web1), or run as root with %s installed so that the bench starts a throwaway sshd itself (%v)", sshdPath, err)
+	}
+	return nil
+}
+
+func (e *benchEnv) sshBench() (*sshBench, error) {
+	if e.ssh == nil && e.sshErr == nil {
+		e.ssh, e.sshErr = newSSHBench(e.g, e.sshFlags)
+	}
+	return e.ssh, e.sshErr
+}
+
+// sshPath never fails: an unusable path reports its error when used.
+func (e *benchEnv) sshPath(ms int) *sshPath {
+	b, err := e.sshBench()
+	if err != nil {
+		return &sshPath{err: err}
+	}
+	return b.paths[ms]
+}
+
+const (
+	benchAlias     = "spindle-bench"
+	benchAlias10ms = "spindle-bench-10ms"
+)
+
+func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
+	if err := sshBenchAvailable(f); err != nil {
+		return nil, err
+	}
+	if _, err := osexec.LookPath("ssh"); err != nil {
+		return nil, errors.New("the ssh benchmarks compare with OpenSSH: ssh not found (apt-get install openssh-client)")
+	}
+	dir, err := os.MkdirTemp("", "sb-") // short: ControlPath must fit a socket address
+	if err != nil {
+		return nil, err
+	}
+	b := &sshBench{dir: dir, paths: map[int]*sshPath{}}
+	defer func() {
+		if err != nil {
+			b.close()
+		}
+	}()
+	cfg := filepath.Join(dir, "ssh_config")
+	if f.target == "" {
+		b.sshd, err = startSSHD(func(port int) []int {
+			b.proxy, err = latency.Start(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), sshLatency)
+			if err != nil {
+				return nil
+			}
+			return []int{b.proxy.Port()}
+		})
+		if err != nil {
+			return nil, err
+		}
+		if b.proxy == nil {
+			return nil, errors.New("cannot start the latency proxy")
+		}
+		s := b.sshd
+		var conf strings.Builder
+		for _, h := range []struct {
+			alias string
+			port  int
+		}{{benchAlias, s.Port}, {benchAlias10ms, b.proxy.Port()}} {
+			fmt.Fprintf(&conf, "Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n\n",
+				h.alias, h.port, s.User, s.KeyFile, s.KnownHosts)
+		}
+		if err := os.WriteFile(cfg, []byte(conf.String()), 0o600); err != nil {
+			return nil, err
+		}
+		b.label = fmt.Sprintf("ssh:%s@127.0.0.1:%d (throwaway sshd)", s.User, s.Port)
+		b.rmCmd = "rm -rf " + shellQuote(filepath.Join(s.XDG, "spindle"))
+		copts := &connectOptions{configFile: cfg}
+		// Only our sessions' XDG dir is emptied, so the agent must be one
+		// that no other cache dir on this machine holds (a local agent of
+		// the same build may sit in /dev/shm/spindle-0): a salted one.
+		src := bootstrap.Salted(bootstrap.Default())
+		for ms, alias := range map[int]string{0: benchAlias, 10: benchAlias10ms} {
+			p := &sshPath{b: b, ms: ms, sshArgs: []string{"-F", cfg}, dest: alias}
+			p.opts, p.err = copts.sshOptions(sshAddr{Host: alias})
+			p.opts.Agent = src
+			b.paths[ms] = p
+		}
+	} else {
+		t, err := ParseTarget(f.target)
+		if err != nil {
+			return nil, err
+		}
+		if t.Hops[0].Kind != "ssh" {
+			return nil, fmt.Errorf("--ssh-target %q is not an ssh target", f.target)
+		}
+		a, err := parseSSHAddr(t.Hops[0].Arg)
+		if err != nil {
+			return nil, err
+		}
+		p0 := &sshPath{b: b, ms: 0}
+		p0.opts, err = g.conn.sshOptions(a)
+		if err != nil {
+			return nil, &usageError{cmd: "spindle bench", err: err}
+		}
+		p0.sshArgs, p0.dest = openSSHArgs(&g.conn, a)
+		b.paths[0] = p0
+		res, err := sshResolve(p0.sshArgs, p0.dest)
+		if err != nil {
+			return nil, err
+		}
+		host, port := first(res["hostname"]), first(res["port"])
+		b.proxy, err = latency.Start(net.JoinHostPort(host, port), sshLatency)
+		if err != nil {
+			return nil, err
+		}
+		// Through the proxy the server is 127.0.0.1:PORT, which known_hosts
+		// does not know: a private known_hosts, filled on first use (the
+		// proxy only ever reaches the host checked on the direct path).
+		var conf strings.Builder
+		fmt.Fprintf(&conf, "Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n",
+			benchAlias10ms, b.proxy.Port(), first(res["user"]), filepath.Join(dir, "known_hosts_proxy"))
+		for _, id := range res["identityfile"] {
+			if _, err := os.Stat(id); err == nil {
+				fmt.Fprintf(&conf, "  IdentityFile %s\n", id)
+			}
+		}
+		if v := first(res["identitiesonly"]); v != "" {
+			fmt.Fprintf(&conf, "  IdentitiesOnly %s\n", v)
+		}
+		if err := os.WriteFile(cfg, []byte(conf.String()), 0o600); err != nil {
+			return nil, err
+		}
+		p10 := &sshPath{b: b, ms: 10, sshArgs: []string{"-F", cfg}, dest: benchAlias10ms}
+		copts := &connectOptions{configFile: cfg, passwordEnv: g.conn.passwordEnv, interactive: g.conn.interactive}
+		p10.opts, p10.err = copts.sshOptions(sshAddr{Host: benchAlias10ms})
+		b.paths[10] = p10
+		b.label = "ssh:" + a.String()
+		b.rmCmd = `sh -c 'rm -rf "${XDG_RUNTIME_DIR:-/nonexistent}/spindle" /dev/shm/spindle-$(id -u) "$HOME/.cache/spindle" /tmp/spindle-$(id -u)'`
+	}
+	for _, p := range b.paths {
+		p.cm = filepath.Join(dir, fmt.Sprintf("cm%d", p.ms))
+	}
+	if b.echo, err = startEcho(); err != nil {
+		return nil, err
+	}
+	if b.echoP, err = latency.Start(b.echo.Addr(), sshLatency); err != nil {
+		return nil, err
+	}
+	return b, nil
+}
+
+// openSSHArgs are ssh(1)'s options for the CLI's flags and a hop.
+func openSSHArgs(o *connectOptions, a sshAddr) (args []string, dest string) {
+	if o.configFile != "" {
+		args = append(args, "-F", o.configFile)
+	}
+	for _, id := range o.identities {
+		args = append(args, "-i", id)
+	}
+	for _, kv := range o.sshOpts {
+		args = append(args, "-o", kv)
+	}
+	if o.hostKeyPolicy != "" {
+		v := o.hostKeyPolicy
+		if v == "off" {
+			v = "no"
+		}
+		args = append(args, "-o", "StrictHostKeyChecking="+v)
+	}
+	if a.Port != 0 {
+		args = append(args, "-p", strconv.Itoa(a.Port))
+	}
+	if a.User != "" {
+		args = append(args, "-l", a.User)
+	}
+	return args, a.Host
+}
+
+// sshResolve asks OpenSSH for the configuration it would use (ssh -G).
+func sshResolve(args []string, dest string) (map[string][]string, error) {
+	out, err := osexec.Command("ssh", append(append(append([]string{}, args...), "-G"), dest)...).Output()
+	if err != nil {
+		var ee *osexec.ExitError
+		if errors.As(err, &ee) {
+			return nil, fmt.Errorf("ssh -G %s: %v: %s", dest, err, bytes.TrimSpace(ee.Stderr))
+		}
+		return nil, fmt.Errorf("ssh -G %s: %w", dest, err)
+	}
+	res := map[string][]string{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		k, v, _ := strings.Cut(sc.Text(), " ")
+		res[k] = append(res[k], v)
+	}
+	return res, nil
+}
+
+func first(v []string) string {
+	if len(v) == 0 {
+		return ""
+	}
+	return v[0]
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+func (b *sshBench) close() {
+	for _, p := range b.paths {
+		p.close()
+	}
+	if b.echoC != nil {
+		b.echoC.Close()
+	}
+	if b.echoP != nil {
+		b.echoP.Close()
+	}
+	if b.echo != nil {
+		b.echo.Close()
+	}
+	if b.proxy != nil {
+		b.proxy.Close()
+	}
+	if b.sshd != nil {
+		b.sshd.Close()
+	}
+	os.RemoveAll(b.dir)
+}
+
+// echoRTT is one byte's round trip through the latency proxy to an echo
+// server: the floor for anything that needs one round trip.
+func (b *sshBench) echoRTT(n int) (float64, error) {
+	if b.echoC == nil {
+		c, err := net.Dial("tcp", b.echoP.Addr())
+		if err != nil {
+			return 0, err
+		}
+		b.echoC = c // Go sets TCP_NODELAY by default
+	}
+	buf := []byte{'x'}
+	return timePerOp(n, func() error {
+		if _, err := b.echoC.Write(buf); err != nil {
+			return err
+		}
+		_, err := b.echoC.Read(buf)
+		return err
+	})
+}
+
+func (p *sshPath) connector() (spindle.Connector, error) {
+	if p.err != nil {
+		return nil, p.err
+	}
+	return asConnector(p.opts)
+}
+
+// context is the path's long-lived Spindle connection.
+func (p *sshPath) context(ctx stdctx.Context) (*spindle.Context, error) {
+	if p.cx != nil {
+		return p.cx, nil
+	}
+	c, err := p.connector()
+	if err != nil {
+		return nil, err
+	}
+	p.ctl = spindle.NewController(spindle.Options{})
+	p.cx, err = p.ctl.Connect(ctx, c)
+	if err != nil {
+		p.ctl.Close()
+		p.ctl = nil
+		return nil, err
+	}
+	return p.cx, nil
+}
+
+func (p *sshPath) spindleTrue(ctx stdctx.Context, n int) (float64, error) {
+	cx, err := p.context(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return timeTrue(ctx, cx, n)
+}
+
+// spindleSudoTrue runs true as root through a sudo hop of the path's
+// context: the hop is started once (Connect reuses it) and every command
+// after that is one call.
+func (p *sshPath) spindleSudoTrue(ctx stdctx.Context, n int) (float64, error) {
+	cx, err := p.context(ctx)
+	if err != nil {
+		return 0, err
+	}
+	root, err := cx.Connect(ctx, sudo.Options{User: "root"})
+	if err != nil {
+		return 0, err
+	}
+	return timeTrue(ctx, root, n)
+}
+
+// spindleConnect times a whole connect and first call on a new controller,
+// with the agent cache emptied first (untimed) when cold.
+func (p *sshPath) spindleConnect(ctx stdctx.Context, n int, cold bool) (float64, error) {
+	c, err := p.connector()
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for i := 0; i < n; i++ {
+		if cold {
+			if err := p.b.paths[0].run(ctx, true, p.b.rmCmd); err != nil {
+				return 0, fmt.Errorf("empty the agent cache: %w", err)
+			}
+		}
+		ctl := spindle.NewController(spindle.Options{})
+		t0 := time.Now()
+		cx, err := ctl.Connect(ctx, c)
+		if err == nil {
+			err = sys.Ping(ctx, cx)
+		}
+		total += time.Since(t0)
+		ctl.Close()
+		if err != nil {
+			return 0, err
+		}
+	}
+	return float64(total.Nanoseconds()) / float64(n), nil
+}
+
+// openssh runs ssh with the path's arguments, through the ControlMaster
+// or on a fresh connection, and the remote command.
+func (p *sshPath) run(ctx stdctx.Context, master bool, remote string) error {
+	if p.err != nil {
+		return p.err
+	}
+	args := []string{"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR"}
+	if master {
+		args = append(args, "-o", "ControlMaster=auto", "-o", "ControlPath="+p.cm, "-o", "ControlPersist=60")
+		p.cmUp = true
+	} else {
+		args = append(args, "-o", "ControlMaster=no", "-o", "ControlPath=none")
+	}
+	args = append(append(args, p.sshArgs...), p.dest, remote)
+	cmd := osexec.CommandContext(ctx, "ssh", args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ssh %s %s: %v: %s", p.dest, remote, err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return nil
+}
+
+func (p *sshPath) controlMasterTrue(ctx stdctx.Context, n int) (float64, error) {
+	if !p.cmUp {
+		// Start the master before timing.
+		if err := p.run(ctx, true, "true"); err != nil {
+			return 0, err
+		}
+	}
+	return timePerOp(n, func() error { return p.run(ctx, true, "true") })
+}
+
+func (p *sshPath) freshTrue(ctx stdctx.Context, n int) (float64, error) {
+	return timePerOp(n, func() error { return p.run(ctx, false, "true") })
+}
+
+// xcryptoTrue runs `true` in a new session per command on one
+// x/crypto/ssh client, as Go SSH libraries do.
+func (p *sshPath) xcryptoTrue(ctx stdctx.Context, n int) (float64, error) {
+	if p.xc == nil {
+		c, err := p.dialXCrypto(ctx)
+		if err != nil {
+			return 0, fmt.Errorf("x/crypto/ssh: %w", err)
+		}
+		p.xc = c
+	}
+	return timePerOp(n, func() error {
+		s, err := p.xc.NewSession()
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		return s.Run("true")
+	})
+}
+
+// dialXCrypto connects with what OpenSSH resolves for the path (ssh -G):
+// its host, port, user, unencrypted identity files and ssh-agent keys,
+// and its known_hosts files.
+func (p *sshPath) dialXCrypto(ctx stdctx.Context) (*xssh.Client, error) {
+	if !p.cmUp && p.ms > 0 {
+		// A proxied path of a --ssh-target records its host key on first
+		// use: let OpenSSH do that first.
+		if err := p.run(ctx, true, "true"); err != nil {
+			return nil, err
+		}
+	}
+	res, err := sshResolve(p.sshArgs, p.dest)
+	if err != nil {
+		return nil, err
+	}
+	var signers []xssh.Signer
+	for _, id := range res["identityfile"] {
+		if pem, err := os.ReadFile(id); err == nil {
+			if s, err := xssh.ParsePrivateKey(pem); err == nil {
+				signers = append(signers, s)
+			}
+		}
+	}
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" && first(res["identitiesonly"]) != "yes" {
+		if c, err := net.Dial("unix", sock); err == nil {
+			defer c.Close()
+			if ss, err := agent.NewClient(c).Signers(); err == nil {
+				signers = append(signers, ss...)
+			}
+		}
+	}
+	var khFiles []string
+	for _, v := range res["userknownhostsfile"] {
+		for _, f := range strings.Fields(v) {
+			if _, err := os.Stat(f); err == nil {
+				khFiles = append(khFiles, f)
+			}
+		}
+	}
+	addr := net.JoinHostPort(first(res["hostname"]), first(res["port"]))
+	kh, err := knownhosts.NewDB(khFiles...)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &xssh.ClientConfig{
+		User:              first(res["user"]),
+		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signers...)},
+		HostKeyCallback:   kh.HostKeyCallback(),
+		HostKeyAlgorithms: kh.HostKeyAlgorithms(addr),
+		Timeout:           30 * time.Second,
+	}
+	d := net.Dialer{Timeout: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c, chans, reqs, err := xssh.NewClientConn(conn, addr, cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return xssh.NewClient(c, chans, reqs), nil
+}
+
+func (p *sshPath) close() {
+	if p.xc != nil {
+		p.xc.Close()
+	}
+	if p.ctl != nil {
+		p.ctl.Close()
+	}
+	for _, cm := range []string{p.cm, p.jumpCM} {
+		if cm == "" || (cm == p.cm && !p.cmUp) {
+			continue
+		}
+		args := append([]string{"-o", "ControlPath=" + cm, "-O", "exit"}, p.sshArgs...)
+		cmd := osexec.Command("ssh", append(args, p.dest)...)
+		cmd.Run() //nolint:errcheck // the master may be gone
+	}
+}

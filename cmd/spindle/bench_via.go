@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	stdctx "context"
+	"fmt"
+	osexec "os/exec"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/exec"
+)
+
+// The "via" group of `spindle bench`: two SSH hops, the second made by the
+// first hop's agent (with this controller's key), against OpenSSH's
+// `ssh -J` with a warm ControlMaster, at 0 ms and 10 ms per hop. Both hops
+// go to the ssh group's target (through the latency proxy for the 10 ms
+// rows, so each hop pays 10 ms): what is measured is the cost of the
+// chain, not of two machines.
+//
+// via_connect_parallel_20 connects 20 hops through one intermediary at
+// once; its baseline is connecting one: the ratio says how much of the
+// setup runs in parallel (1 = all of it, 20 = none).
+
+func viaCases() []benchCase {
+	var cs []benchCase
+	for _, ms := range []int{0, 10} {
+		sfx := ""
+		if ms > 0 {
+			sfx = fmt.Sprintf("_%dms", ms)
+		}
+		n := map[int]int{0: 100, 10: 20}[ms]
+		cs = append(cs, benchCase{
+			Name: "via_true_seq" + sfx, Group: "via", Latency: ms, Baseline: "openssh_jump_controlmaster" + sfx, N: n,
+			Spindle: func(e *benchEnv, n int) (float64, error) {
+				hop, err := e.viaHop(ms)
+				if err != nil {
+					return 0, err
+				}
+				return timeTrue(e.ctx, hop, n)
+			},
+			Base: func(e *benchEnv, n int) (float64, error) {
+				p := e.sshPath(ms)
+				if p.err != nil {
+					return 0, p.err
+				}
+				if err := p.jumpTrue(e.ctx); err != nil { // starts the master, untimed
+					return 0, err
+				}
+				return timePerOp(n, func() error { return p.jumpTrue(e.ctx) })
+			},
+		})
+	}
+	cs = append(cs, benchCase{
+		Name: "via_connect_parallel_20", Group: "via", Baseline: "via_connect_one", N: 1,
+		Spindle: func(e *benchEnv, n int) (float64, error) { return e.viaConnect(n, viaParallel) },
+		Base:    func(e *benchEnv, n int) (float64, error) { return e.viaConnect(n, 1) },
+	})
+	return cs
+}
+
+func init() { benchCases = append(benchCases, viaCases()...) }
+
+// viaParallel is how many hops via_connect_parallel_20 starts at once.
+const viaParallel = 20
+
+// viaHop is the long-lived second hop of path ms, made by its first
+// hop's agent.
+func (e *benchEnv) viaHop(ms int) (*spindle.Context, error) {
+	p := e.sshPath(ms)
+	if p.via != nil {
+		return p.via, nil
+	}
+	first, err := p.context(e.ctx)
+	if err != nil {
+		return nil, err
+	}
+	c, err := p.connector()
+	if err != nil {
+		return nil, err
+	}
+	p.via, err = first.Connect(e.ctx, c)
+	return p.via, err
+}
+
+// viaConnect times connecting k hops at once through the 0 ms path's
+// agent (each a new SSH connection from it, and an agent), n times.
+func (e *benchEnv) viaConnect(n, k int) (float64, error) {
+	p := e.sshPath(0)
+	first, err := p.context(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for i := 0; i < n; i++ {
+		hops := make([]*spindle.Context, k)
+		errs := make([]error, k)
+		var wg sync.WaitGroup
+		t0 := time.Now()
+		for j := range hops {
+			o := p.opts
+			o.ContextName = fmt.Sprintf("via-%d-%d", i, j) // a new hop, not the running one
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				hops[j], errs[j] = first.Connect(e.ctx, o)
+			}()
+		}
+		wg.Wait()
+		total += time.Since(t0)
+		for j, h := range hops {
+			if h != nil {
+				h.Close()
+			}
+			if errs[j] != nil {
+				return 0, errs[j]
+			}
+		}
+	}
+	return float64(total.Nanoseconds()) / float64(n), nil
+}
+
+func timeTrue(ctx stdctx.Context, cx *spindle.Context, n int) (float64, error) {
+	cmd := exec.Cmd{Argv: []string{"true"}}
+	return timePerOp(n, func() error {
+		res, err := exec.Run(ctx, cx, cmd)
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("true exited with %d", res.ExitCode)
+		}
+		return err
+	})
+}
+
+// jumpTrue runs true on the path's target through itself as the jump
+// host (ssh -J), multiplexed over a ControlMaster of its own.
+func (p *sshPath) jumpTrue(ctx stdctx.Context) error {
+	cm := filepath.Join(p.b.dir, fmt.Sprintf("cmj%d", p.ms))
+	args := []string{"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR",
+		"-o", "ControlMaster=auto", "-o", "ControlPath=" + cm, "-o", "ControlPersist=60"}
+	args = append(append(args, p.sshArgs...), "-J", p.dest, p.dest, "true")
+	cmd := osexec.CommandContext(ctx, "ssh", args...)
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("ssh -J %s %s true: %v: %s", p.dest, p.dest, err, bytes.TrimSpace(errb.Bytes()))
+	}
+	p.jumpCM = cm
+	return nil
+}

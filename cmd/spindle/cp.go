@@ -1,0 +1,360 @@
+package main
+
+import (
+	stdctx "context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/fs"
+)
+
+// A cp argument is a local path or TARGET:PATH, a path on a target:
+//
+//   - An argument that starts with '/' or '.' is a local path.
+//   - Otherwise it is split at the first ":/" whose left part is a valid
+//     TARGET (ParseTarget accepts it): the left part is the TARGET, the
+//     rest, from the '/', the absolute PATH on it. The left part may hold
+//     ':' and ',' itself: "ssh:web1:2222:/etc/motd", "[::1]:22:/tmp/x",
+//     "bastion,web1,sudo:postgres:/var/lib/x" split after the port, the
+//     bracket and the become hop. Splitting at the first such ":/" means a
+//     PATH may contain ":/" ("local:/tmp/a:/b" is /tmp/a:/b on local).
+//   - An argument that has a ":/" but no valid TARGET before any of them
+//     ("dokcer:app1:/etc") is an error, the TARGET's, so that a mistyped
+//     TARGET is not taken for a local path.
+//   - An argument with no ":/" whose part before some ':' is a valid
+//     TARGET ("web1:notes", "local:") is an error: a remote PATH must be
+//     absolute.
+//   - Anything else is a local path. Write ./NAME for a local path that
+//     does not start with '/' or '.' and has a colon.
+
+// copyEndpoint is one side of a copy.
+type copyEndpoint struct {
+	Target string // "" for a local path
+	Path   string
+}
+
+func (e copyEndpoint) remote() bool { return e.Target != "" }
+
+func (e copyEndpoint) String() string {
+	if e.Target == "" {
+		return e.Path
+	}
+	return e.Target + ":" + e.Path
+}
+
+// parseCopyArg splits a cp argument (see the rule above).
+func parseCopyArg(s string) (copyEndpoint, error) {
+	if s == "" {
+		return copyEndpoint{}, errors.New("empty path")
+	}
+	if strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") {
+		return copyEndpoint{Path: s}, nil
+	}
+	var firstErr error
+	for i := 0; i+1 < len(s); i++ {
+		if s[i] != ':' || s[i+1] != '/' {
+			continue
+		}
+		_, err := ParseTarget(s[:i])
+		if err == nil {
+			return copyEndpoint{Target: s[:i], Path: s[i+1:]}, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+	}
+	if firstErr != nil {
+		// Most likely a mistyped TARGET: better an error than a local
+		// path named after it.
+		return copyEndpoint{}, fmt.Errorf("%w (for a local path write ./%s)", firstErr, s)
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != ':' {
+			continue
+		}
+		if _, err := ParseTarget(s[:i]); err == nil {
+			return copyEndpoint{}, fmt.Errorf("%q: the path on %s must be absolute (TARGET:/PATH); for a local file whose name has a colon write ./%s", s, s[:i], s)
+		}
+	}
+	return copyEndpoint{Path: s}, nil
+}
+
+type cpOptions struct {
+	recursive bool
+	preserve  bool
+	parallel  int
+}
+
+func newCpCmd(g *globals) *cobra.Command {
+	var o cpOptions
+	c := &cobra.Command{
+		Use:   "cp [-r] [-p] [--parallel N] SRC DST",
+		Short: "Copy files and directory trees to or from a target",
+		Long: `Copy SRC to DST, where exactly one of them is on a target, written
+TARGET:PATH with PATH absolute, and the other is a local path. TARGET is
+anything 'spindle run' takes, chains included; the argument is split at the
+first ":/" that follows a valid TARGET, so TARGET may hold ':' and ','
+(ssh:web1:2222:/etc/motd, [::1]:22:/tmp/x, bastion,web1,sudo:postgres:/x).
+A local path that starts with '/' or '.' is always local: write ./a:b for
+a local file whose name has a colon.
+
+Like cp: a DST that is an existing directory receives SRC inside it
+(DST/NAME); otherwise DST is the new name. A directory SRC needs -r; its
+copy mirrors SRC's content, symlinks as symlinks. Files are written
+atomically (a temporary file renamed into place) and checked with sha256;
+up to --parallel files travel at once. -p keeps modes and modification
+times (and directories' modes); without it, copied files and new
+directories get the source's permission bits less group/other write and
+setuid/setgid/sticky (like cp under umask 022), and files the current time.
+Ownership is not copied.
+
+A progress bar with bytes, throughput and ETA is drawn on standard error
+when it is a terminal; otherwise cp prints nothing but errors. The exit
+status is 0 on success, 1 if the copy failed, 2 on bad arguments, 255 if
+the target cannot be reached (or the connection is lost).`,
+		Example: `  spindle cp ./app.conf web1:/etc/app/                 # into an existing directory
+  spindle cp -p web1:/etc/motd ./motd                   # keep mode and mtime
+  spindle cp -r ./site ssh:deploy@web1:2222:/srv/site   # a tree, to a port
+  spindle cp -r -J bastion web1,sudo:/var/lib/app ./backup
+  spindle cp local,sudo:/etc/shadow /tmp/shadow         # through sudo on this machine
+  spindle cp -r --parallel 64 docker:app1:/data ./data  # from a container
+  spindle cp ./dump.sql '[::1]:2222:/tmp/'              # IPv6 with a port`,
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 2 {
+				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("cp needs SRC and DST, got %d arguments", len(args))}
+			}
+			if o.parallel < 1 {
+				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("--parallel must be at least 1, got %d", o.parallel)}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			src, dst, err := parseCopyArgs(args[0], args[1])
+			if err != nil {
+				return &usageError{cmd: c.CommandPath(), err: err}
+			}
+			ctx, sig, stop := signalContext(c.Context())
+			defer stop()
+			return runCopy(ctx, g, &o, src, dst, sig)
+		},
+	}
+	f := c.Flags()
+	f.BoolVarP(&o.recursive, "recursive", "r", false, "copy directories and their content")
+	f.BoolVarP(&o.preserve, "preserve", "p", false, "keep modes and modification times")
+	f.IntVar(&o.parallel, "parallel", fs.DefaultTreeParallel, "files in flight at once")
+	return c
+}
+
+// parseCopyArgs parses SRC and DST and checks that exactly one is remote.
+func parseCopyArgs(srcArg, dstArg string) (src, dst copyEndpoint, err error) {
+	if src, err = parseCopyArg(srcArg); err != nil {
+		return src, dst, fmt.Errorf("SRC %v", err)
+	}
+	if dst, err = parseCopyArg(dstArg); err != nil {
+		return src, dst, fmt.Errorf("DST %v", err)
+	}
+	switch {
+	case src.remote() && dst.remote():
+		return src, dst, errors.New("SRC and DST are both on targets: one of them must be a local path")
+	case !src.remote() && !dst.remote():
+		return src, dst, errors.New("SRC and DST are both local: one of them must be TARGET:/PATH")
+	}
+	return src, dst, nil
+}
+
+// runCopy connects to the remote side and copies.
+func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint, sig func() syscall.Signal) error {
+	what := src.String() + " → " + dst.String()
+	if g.via != "" {
+		// Name the whole chain, as it is connected.
+		if src.remote() {
+			what = g.via + "," + src.String() + " → " + dst.String()
+		} else {
+			what = src.String() + " → " + g.via + "," + dst.String()
+		}
+	}
+	fail := func(err error) error { return copyFailure(what, err, sig()) }
+
+	// A local source is checked before connecting.
+	var srcInfo os.FileInfo
+	if !src.remote() {
+		st, err := os.Stat(src.Path)
+		if err != nil {
+			return fail(err)
+		}
+		if err := checkSource(src.Path, st.IsDir(), st.Mode().IsRegular(), o.recursive); err != nil {
+			return fail(err)
+		}
+		srcInfo = st
+	}
+	remote := src
+	if dst.remote() {
+		remote = dst
+	}
+	s, err := g.connect(ctx, remote.Target)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	bar := newCopyProgress(g.stderr, path.Base(src.Path))
+	opts := fs.TreeOptions{Preserve: o.preserve, Parallel: o.parallel}
+	if bar != nil {
+		opts.Progress = bar.add
+		opts.Total = func(_ int, n int64) { bar.start(n) }
+	}
+	var res *fs.TreeResult
+	if src.remote() {
+		res, err = download(ctx, s.cx, src.Path, dst.Path, o, opts, bar)
+	} else {
+		res, err = upload(ctx, s.cx, src.Path, srcInfo, dst.Path, opts, bar)
+	}
+	bar.done(err)
+	if err != nil {
+		return fail(err)
+	}
+	s.log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
+	return nil
+}
+
+// checkSource refuses what cp refuses: a directory without -r, and
+// anything that is neither a directory nor a regular file.
+func checkSource(p string, isDir, isRegular, recursive bool) error {
+	switch {
+	case isDir && !recursive:
+		return fmt.Errorf("%s is a directory (use -r to copy a tree)", p)
+	case !isDir && !isRegular:
+		return fmt.Errorf("%s is not a regular file or a directory", p)
+	}
+	return nil
+}
+
+// into returns where a copy of src lands given dst: inside dst when it is
+// an existing directory, dst itself otherwise.
+func into(dst, srcBase string, dstIsDir bool, join func(...string) string) string {
+	if !dstIsDir || srcBase == "/" || srcBase == "." || srcBase == ".." {
+		return dst
+	}
+	return join(dst, srcBase)
+}
+
+func upload(ctx stdctx.Context, cx *spindle.Context, src string, st os.FileInfo, dst string, opts fs.TreeOptions, bar *copyProgress) (*fs.TreeResult, error) {
+	fi, err := fs.Stat(ctx, cx, dst)
+	switch {
+	case err == nil:
+		dst = into(dst, filepath.Base(src), fi.IsDir, path.Join)
+	case !errors.Is(err, spindle.ErrNotFound):
+		return nil, err
+	case !st.IsDir() && strings.HasSuffix(dst, "/"):
+		return nil, fmt.Errorf("%s: no such directory", dst)
+	}
+	if st.IsDir() {
+		return fs.PutTree(ctx, cx, src, dst, opts)
+	}
+	bar.start(st.Size())
+	return fs.PutOne(ctx, cx, src, dst, opts)
+}
+
+func download(ctx stdctx.Context, cx *spindle.Context, src, dst string, o *cpOptions, opts fs.TreeOptions, bar *copyProgress) (*fs.TreeResult, error) {
+	fi, err := fs.Stat(ctx, cx, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSource(src, fi.IsDir, fi.FileMode().IsRegular(), o.recursive); err != nil {
+		return nil, err
+	}
+	st, err := os.Stat(dst)
+	switch {
+	case err == nil:
+		dst = into(dst, path.Base(src), st.IsDir(), filepath.Join)
+	case !errors.Is(err, os.ErrNotExist):
+		return nil, err
+	case !fi.IsDir && strings.HasSuffix(dst, "/"):
+		return nil, fmt.Errorf("%s: no such directory", dst)
+	}
+	if fi.IsDir {
+		return fs.GetTree(ctx, cx, src, dst, opts)
+	}
+	bar.start(fi.Size)
+	return fs.GetOne(ctx, cx, src, dst, opts)
+}
+
+// copyFailure maps a failed copy to the exit status: 128+N if signal N
+// cancelled it, 255 if the connection was lost, 1 otherwise.
+func copyFailure(what string, err error, got syscall.Signal) error {
+	cancelled := errors.Is(err, spindle.ErrCanceled) || errors.Is(err, stdctx.Canceled) || errors.Is(err, spindle.ErrDisconnected)
+	if got != 0 && cancelled {
+		return &exitError{code: exitSignalBase + int(got)}
+	}
+	err = fmt.Errorf("cp %s: %w", what, err)
+	if errors.Is(err, spindle.ErrDisconnected) {
+		return &exitError{code: exitConnect, err: err}
+	}
+	return &exitError{code: exitFailure, err: err}
+}
+
+// copyProgress draws a progress bar on a terminal; a nil *copyProgress
+// (standard error is not a terminal) draws nothing.
+type copyProgress struct {
+	w    io.Writer
+	desc string
+	bar  *progressbar.ProgressBar
+}
+
+// newCopyProgress returns a progress drawer on w, or nil if w is not a
+// terminal.
+func newCopyProgress(w io.Writer, desc string) *copyProgress {
+	if _, tty := ttyFd(w); !tty {
+		return nil
+	}
+	return &copyProgress{w: w, desc: desc}
+}
+
+// start draws the bar for total bytes; it runs before any data moves.
+func (p *copyProgress) start(total int64) {
+	if p == nil || p.bar != nil || total <= 0 {
+		return
+	}
+	w := p.w
+	p.bar = progressbar.NewOptions64(total,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(p.desc),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetPredictTime(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(100*time.Millisecond),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+		progressbar.OptionSetRenderBlankState(true),
+	)
+}
+
+// add counts n bytes moved; safe for concurrent calls.
+func (p *copyProgress) add(n int64) {
+	if p != nil && p.bar != nil {
+		p.bar.Add64(n) //nolint:errcheck // drawing is best effort
+	}
+}
+
+// done finishes the bar (full on success, as it stands on failure) and
+// ends its line.
+func (p *copyProgress) done(err error) {
+	if p == nil || p.bar == nil {
+		return
+	}
+	if err == nil {
+		p.bar.Finish() //nolint:errcheck // drawing is best effort
+		return
+	}
+	p.bar.Exit() //nolint:errcheck // drawing is best effort
+}

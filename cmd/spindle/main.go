@@ -1,0 +1,288 @@
+// Command spindle is Spindle's command-line interface: run commands, open
+// shells, ping and inspect agents, and benchmark the stack.
+//
+//	spindle run local -- uname -a
+//	spindle shell local
+//	spindle ping -c 10 local
+//	spindle info --json local
+//	spindle bench
+package main
+
+import (
+	stdctx "context"
+	"errors"
+	"fmt"
+	slog "github.com/spindle-rpc/spindle/services/log"
+	"io"
+	"os"
+	"os/signal"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/version"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// Exit statuses of the CLI itself (a remote command's own status is passed
+// through by run and shell).
+const (
+	exitOK         = 0
+	exitFailure    = 1   // any other failure
+	exitUsage      = 2   // bad flags or arguments
+	exitCannotExec = 126 // the remote command exists but cannot run
+	exitNotFound   = 127 // the remote command does not exist
+	exitSignalBase = 128 // 128+N: killed by signal N
+	exitConnect    = 255 // cannot connect / disconnected, like ssh
+)
+
+// globals are the root command's persistent flags.
+type globals struct {
+	verbose int
+	timeout time.Duration
+	via     string // -J: hops before every TARGET
+	conn    connectOptions
+
+	stdin          io.Reader
+	stdout, stderr io.Writer
+}
+
+func main() {
+	os.Exit(execute(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+// execute runs the CLI with args and returns the process's exit status.
+func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	g := &globals{stdin: stdin, stdout: stdout, stderr: stderr}
+	_, g.conn.interactive = ttyFd(stdin)
+	root := newRootCmd(g)
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	code := exitCode(err)
+	if err != nil && !errors.Is(err, errSilent) {
+		var ee *exitError
+		if !errors.As(err, &ee) || ee.err != nil {
+			fmt.Fprintf(stderr, "spindle: %v\n", err)
+		}
+		var ue *usageError
+		if errors.As(err, &ue) {
+			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", ue.cmd)
+		}
+	}
+	return code
+}
+
+func newRootCmd(g *globals) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "spindle",
+		Short: "Run code on remote machines fast, through one connection and a small agent",
+		Long: `spindle starts a small agent at the far end of a connection and runs
+commands, shells and benchmarks through it.
+
+TARGET is one hop (chains of hops, sudo:, docker: … come later):
+
+  local                   an agent on this machine
+  ssh:[user@]host[:port]  an agent over SSH; IPv6 as ssh:[::1]:22
+  host, user@host:port    the same: a bare host is an SSH hop, resolved
+                          through ~/.ssh/config (or -F FILE) like ssh does
+
+SSH hops use the -F, -i, -o, --host-key-policy and --password-env flags;
+a password or key passphrase that is needed is asked for on the terminal
+(never echoed) when standard input is one. Connection, authentication and
+host key failures exit with 255, like ssh.`,
+		SilenceUsage:      true,
+		SilenceErrors:     true,
+		Version:           version.Version,
+		CompletionOptions: cobra.CompletionOptions{},
+	}
+	root.SetVersionTemplate("spindle {{.Version}}\n")
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return &usageError{cmd: c.CommandPath(), err: err}
+	})
+	pf := root.PersistentFlags()
+	pf.CountVarP(&g.verbose, "verbose", "v", "more logging on stderr (-v info, -vv debug, -vvv more); agents' logs follow the same level")
+	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "time limit for connecting to the target (0 = none)")
+	pf.StringVarP(&g.via, "via", "J", "", "reach TARGET through these hops first, comma-separated (like ssh -J, but each hop runs an agent that starts the next: -J bastion,web1 docker:app1)")
+	g.conn.addFlags(pf)
+
+	root.AddCommand(newRunCmd(g), newShellCmd(g), newPingCmd(g), newInfoCmd(g), newBenchCmd(g), newVersionCmd(g))
+	root.AddCommand(newCpCmd(g))
+	return root
+}
+
+// usageError is a bad flag or argument: exit status 2 and a hint.
+type usageError struct {
+	cmd string
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+
+// targetArgs is an Args validator: one TARGET, plus whatever follows "--"
+// when dash is true.
+func targetArgs(dash bool) cobra.PositionalArgs {
+	return func(c *cobra.Command, args []string) error {
+		n := len(args)
+		if at := c.ArgsLenAtDash(); dash && at >= 0 {
+			n = at
+		}
+		if n != 1 {
+			return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("%s needs exactly one TARGET, got %d arguments", c.Name(), n)}
+		}
+		return nil
+	}
+}
+
+// exitError carries an exit status; err, if set, is printed.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string {
+	if e.err == nil {
+		return fmt.Sprintf("exit status %d", e.code)
+	}
+	return e.err.Error()
+}
+func (e *exitError) Unwrap() error { return e.err }
+
+// errSilent ends the program with exit status 1 and no message (the
+// message was already printed).
+var errSilent = errors.New("silent failure")
+
+// connectError marks a failure to reach the target.
+type connectError struct{ err error }
+
+func (e *connectError) Error() string { return e.err.Error() }
+func (e *connectError) Unwrap() error { return e.err }
+
+// exitCode maps an error from a command to the process's exit status.
+func exitCode(err error) int {
+	var ee *exitError
+	var ue *usageError
+	var ce *connectError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.As(err, &ee):
+		return ee.code
+	case errors.As(err, &ue):
+		return exitUsage
+	case errors.As(err, &ce),
+		errors.Is(err, spindle.ErrDisconnected),
+		errors.Is(err, spindle.ErrAuth),
+		errors.Is(err, spindle.ErrHostKey):
+		return exitConnect
+	case errors.Is(err, ErrBadTarget):
+		return exitUsage
+	case errors.Is(err, spindle.ErrNotFound):
+		return exitNotFound
+	case errors.Is(err, spindle.ErrPermission):
+		return exitCannotExec
+	}
+	return exitFailure
+}
+
+// logger builds the CLI's zap logger: warnings and errors by default, -v
+// info, -vv debug.
+func (g *globals) logger() *zap.Logger {
+	level := slog.LevelFor(g.verbose)
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+	w := zapcore.AddSync(g.stderr)
+	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(w), level)
+	return zap.New(core)
+}
+
+// session is one connected target.
+type session struct {
+	ctl *spindle.Controller
+	cx  *spindle.Context
+	log *zap.Logger
+}
+
+func (s *session) Close() {
+	s.ctl.Close()
+	s.log.Sync() //nolint:errcheck // stderr cannot always be synced
+}
+
+// connect parses target and connects to it within --timeout.
+func (g *globals) connect(ctx stdctx.Context, target string) (*session, error) {
+	if g.via != "" {
+		target = g.via + "," + target
+	}
+	t, err := ParseTarget(target)
+	if err != nil {
+		return nil, err
+	}
+	hops, err := t.Connectors(&g.conn)
+	if err != nil {
+		return nil, err
+	}
+	log := g.logger()
+	ctl := spindle.NewController(spindle.Options{Logger: log, Verbosity: g.verbose})
+	cctx := ctx
+	if g.timeout > 0 {
+		var cancel stdctx.CancelFunc
+		cctx, cancel = stdctx.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	cx, err := ctl.Connect(cctx, hops[0])
+	for _, hop := range hops[1:] {
+		if err != nil {
+			break
+		}
+		cx, err = cx.Connect(cctx, hop) // started by the previous hop's agent
+	}
+	if err != nil {
+		ctl.Close()
+		return nil, &connectError{err: err}
+	}
+	return &session{ctl: ctl, cx: cx, log: log}, nil
+}
+
+// signalContext is cancelled by SIGINT, SIGTERM or SIGHUP; sig reports which
+// one arrived (0 if none).
+func signalContext(parent stdctx.Context) (ctx stdctx.Context, sig func() syscall.Signal, stop func()) {
+	ctx, cancel := stdctx.WithCancel(parent)
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	var got atomic.Int32
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case s := <-ch:
+			got.Store(int32(s.(syscall.Signal)))
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	stop = func() {
+		signal.Stop(ch)
+		cancel()
+		<-done
+	}
+	sig = func() syscall.Signal { return syscall.Signal(got.Load()) }
+	return ctx, sig, stop
+}
+
+func newVersionCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			fmt.Fprintf(g.stdout, "spindle %s\n", version.Version)
+			return nil
+		},
+	}
+}

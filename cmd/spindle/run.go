@@ -1,0 +1,203 @@
+package main
+
+import (
+	stdctx "context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"golang.org/x/sys/unix"
+	"golang.org/x/term"
+)
+
+// loginShell runs the agent user's login shell, or /bin/sh.
+var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
+
+func newRunCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "run TARGET -- CMD [ARGS...]",
+		Short: "Run a command on the target, streaming stdin, stdout and stderr",
+		Long: `Run CMD on the target. Standard input is passed through (end of file
+half-closes the remote stdin), standard output and error are passed through
+as they are produced, and the exit status is the command's (128+N when a
+signal N killed it). Ctrl-C or SIGTERM kills the remote process group.
+Connection failures exit with 255, like ssh.`,
+		Example: `  spindle run local -- uname -a
+  echo hi | spindle run local -- cat`,
+		Args: func(c *cobra.Command, args []string) error {
+			if err := targetArgs(true)(c, args); err != nil {
+				return err
+			}
+			if len(args) < 2 {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("run needs a command after the target: spindle run TARGET -- CMD [ARGS...]")}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			ctx, sig, stop := signalContext(c.Context())
+			defer stop()
+			s, err := g.connect(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := runStreaming(ctx, s.cx, exec.Cmd{Argv: args[1:]}, g.stdin, g.stdout, g.stderr)
+			return commandExit(res, err, sig())
+		},
+	}
+}
+
+// runStreaming runs cmd through exec.Start: stdin is copied to the process
+// (and half-closed at EOF) by a goroutine that is not waited for, since a
+// read from a terminal cannot be interrupted; output is copied as it comes.
+func runStreaming(ctx stdctx.Context, cx *spindle.Context, cmd exec.Cmd, stdin io.Reader, stdout, stderr io.Writer) (*exec.Result, error) {
+	p, err := exec.Start(ctx, cx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if stdin != nil {
+		go func() {
+			in := p.Stdin()
+			io.Copy(in, stdin) //nolint:errcheck // the process may exit first
+			in.Close()
+		}()
+	} else {
+		p.Stdin().Close()
+	}
+	cerr := p.CopyOutput(stdout, stderr)
+	res, err := p.Wait()
+	if err == nil && cerr != nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// commandExit maps a remote command's result to the CLI's exit status: the
+// command's exit code, 128+N for signal N, and for a call cancelled by a
+// signal to the controller, 128+that signal.
+func commandExit(res *exec.Result, err error, got syscall.Signal) error {
+	if err != nil {
+		if got != 0 && (errors.Is(err, spindle.ErrCanceled) || errors.Is(err, spindle.ErrDisconnected)) {
+			return &exitError{code: exitSignalBase + int(got)}
+		}
+		return err
+	}
+	return &exitError{code: resultExitCode(res)}
+}
+
+// resultExitCode is a Result's status as a shell reports it.
+func resultExitCode(res *exec.Result) int {
+	if res.Signal != "" {
+		if n := unix.SignalNum(res.Signal); n != 0 {
+			return exitSignalBase + int(n)
+		}
+		return exitSignalBase
+	}
+	if res.ExitCode < 0 || res.ExitCode > 255 {
+		return exitFailure
+	}
+	return res.ExitCode
+}
+
+func newShellCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "shell TARGET [-- CMD [ARGS...]]",
+		Short: "Open an interactive shell (or run CMD) on a terminal on the target",
+		Long: `Open the target user's login shell ($SHELL -l, else /bin/sh) on a
+pseudo-terminal. The local terminal is put in raw mode and restored on exit;
+window size changes are forwarded. The exit status is the shell's.`,
+		Args: targetArgs(true),
+		RunE: func(c *cobra.Command, args []string) error {
+			argv := loginShell
+			if len(args) > 1 {
+				argv = args[1:]
+			}
+			// SIGINT stays with the terminal in raw mode (it is ^C, a byte
+			// sent to the remote terminal); SIGTERM and SIGHUP end the call.
+			ctx, sig, stop := signalContext(c.Context())
+			defer stop()
+			s, err := g.connect(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			res, err := runShell(ctx, s.cx, argv, g)
+			return commandExit(res, err, sig())
+		},
+	}
+}
+
+func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, g *globals) (*exec.Result, error) {
+	cmd := exec.Cmd{Argv: argv, PTY: true}
+	if t := os.Getenv("TERM"); t != "" {
+		cmd.Term = t
+	}
+	inFd, isTTY := ttyFd(g.stdin)
+	outFd, outTTY := ttyFd(g.stdout)
+	sizeFd := inFd
+	if !isTTY && outTTY {
+		sizeFd = outFd
+	}
+	if isTTY || outTTY {
+		if cols, rows, err := term.GetSize(sizeFd); err == nil {
+			cmd.Rows, cmd.Cols = uint16(rows), uint16(cols)
+		}
+	}
+	p, err := exec.Start(ctx, cx, cmd)
+	if err != nil {
+		return nil, err
+	}
+	if isTTY {
+		old, err := term.MakeRaw(inFd)
+		if err != nil {
+			p.Close()
+			return nil, fmt.Errorf("put the terminal in raw mode: %w", err)
+		}
+		defer term.Restore(inFd, old) //nolint:errcheck // best effort
+	}
+	winch := make(chan os.Signal, 1)
+	if isTTY || outTTY {
+		signal.Notify(winch, syscall.SIGWINCH)
+		defer signal.Stop(winch)
+	}
+	done := make(chan struct{})
+	defer close(done)
+	go func() {
+		for {
+			select {
+			case <-winch:
+				if cols, rows, err := term.GetSize(sizeFd); err == nil {
+					p.Resize(uint16(rows), uint16(cols)) //nolint:errcheck // the shell may be gone
+				}
+			case <-done:
+				return
+			}
+		}
+	}()
+	go func() {
+		in := p.Stdin()
+		io.Copy(in, g.stdin) //nolint:errcheck // the shell may exit first
+		in.Close()
+	}()
+	cerr := p.CopyOutput(g.stdout, g.stderr)
+	res, err := p.Wait()
+	if err == nil && cerr != nil {
+		err = cerr
+	}
+	return res, err
+}
+
+// ttyFd returns f's descriptor and whether it is a terminal.
+func ttyFd(f any) (int, bool) {
+	if file, ok := f.(*os.File); ok {
+		fd := int(file.Fd())
+		return fd, term.IsTerminal(fd)
+	}
+	return -1, false
+}

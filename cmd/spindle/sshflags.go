@@ -1,0 +1,205 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"golang.org/x/term"
+)
+
+// connectOptions are the global flags that configure connectors (today
+// the ssh ones), shared by every command that takes a TARGET.
+type connectOptions struct {
+	configFile    string   // -F FILE
+	identities    []string // -i FILE, repeatable
+	sshOpts       []string // -o KEY=VALUE, repeatable
+	hostKeyPolicy string   // --host-key-policy
+	passwordEnv   string   // --password-env VAR
+	become        becomeOptions
+
+	// interactive says stdin is a terminal: a needed password or key
+	// passphrase is asked for on /dev/tty.
+	interactive bool
+	// prompt reads a secret; nil = readSecretTTY. Tests replace it.
+	prompt func(prompt string) (string, error)
+}
+
+func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
+	pf.StringVarP(&o.configFile, "config", "F", "", "ssh: read this ssh_config file instead of ~/.ssh/config (like ssh -F; \"none\" reads none)")
+	pf.StringArrayVarP(&o.identities, "identity", "i", nil, "ssh: private key file to try, before ssh_config's (like ssh -i; repeatable)")
+	pf.StringArrayVarP(&o.sshOpts, "option", "o", nil, "ssh: an ssh_config option as KEY=VALUE (like ssh -o; repeatable): "+strings.Join(sshOptionNames, ", "))
+	pf.StringVar(&o.hostKeyPolicy, "host-key-policy", "", "ssh: unknown host keys: yes (refuse), accept-new (record them), off (accept any key: insecure); default: ssh_config's StrictHostKeyChecking, else yes")
+	pf.StringVar(&o.passwordEnv, "password-env", "", "ssh: read the password (or key passphrase) from this environment variable")
+	o.become.addFlags(pf)
+}
+
+// sshOptionNames are the -o keys the CLI understands.
+var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly",
+	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode"}
+
+// parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
+// values to a policy.
+func parseHostKeyPolicy(v string) (ssh.HostKeyPolicy, error) {
+	switch strings.ToLower(v) {
+	case "yes", "ask", "true":
+		// "ask" would need a terminal dialogue; refusing is the safe reading.
+		return ssh.HostKeyStrict, nil
+	case "accept-new":
+		return ssh.HostKeyAcceptNew, nil
+	case "off", "no", "false":
+		return ssh.HostKeyOff, nil
+	}
+	return "", fmt.Errorf("bad host key policy %q (want yes, accept-new or off)", v)
+}
+
+func parseYesNo(key, v string) (bool, error) {
+	switch strings.ToLower(v) {
+	case "yes", "true":
+		return true, nil
+	case "no", "false":
+		return false, nil
+	}
+	return false, fmt.Errorf("-o %s: want yes or no, got %q", key, v)
+}
+
+// sshOptions builds the ssh connector's options for one hop: the hop's
+// user and port, then the global flags; everything left zero is resolved
+// by the connector through ssh_config, like `ssh` does.
+func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
+	so := ssh.Options{Host: a.Host, Port: a.Port, User: a.User, ConfigFile: o.configFile}
+	so.IdentityFiles = append(so.IdentityFiles, o.identities...)
+	batch := false
+	for _, kv := range o.sshOpts {
+		key, val, ok := strings.Cut(kv, "=")
+		if !ok {
+			key, val, ok = strings.Cut(strings.TrimSpace(kv), " ")
+		}
+		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+		if !ok || key == "" || val == "" {
+			return so, fmt.Errorf("-o %q: want KEY=VALUE", kv)
+		}
+		switch strings.ToLower(key) {
+		case "stricthostkeychecking":
+			p, err := parseHostKeyPolicy(val)
+			if err != nil {
+				return so, fmt.Errorf("-o %s: %w", key, err)
+			}
+			so.HostKeyPolicy = p
+		case "userknownhostsfile":
+			so.KnownHostsFiles = append(so.KnownHostsFiles, strings.Fields(val)...)
+		case "identityfile":
+			so.IdentityFiles = append(so.IdentityFiles, val)
+		case "identitiesonly":
+			b, err := parseYesNo(key, val)
+			if err != nil {
+				return so, err
+			}
+			so.IdentitiesOnly = &b
+		case "user":
+			if so.User == "" {
+				so.User = val
+			}
+		case "port":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 || n > 65535 {
+				return so, fmt.Errorf("-o Port: bad port %q", val)
+			}
+			if so.Port == 0 {
+				so.Port = n
+			}
+		case "connecttimeout", "serveraliveinterval":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 0 {
+				return so, fmt.Errorf("-o %s: want seconds, got %q", key, val)
+			}
+			if strings.EqualFold(key, "ConnectTimeout") {
+				so.ConnectTimeout = time.Duration(n) * time.Second
+			} else {
+				so.KeepaliveInterval = time.Duration(n) * time.Second
+			}
+		case "serveralivecountmax":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return so, fmt.Errorf("-o %s: want a count, got %q", key, val)
+			}
+			so.KeepaliveCountMax = n
+		case "batchmode":
+			b, err := parseYesNo(key, val)
+			if err != nil {
+				return so, err
+			}
+			batch = b
+		default:
+			return so, fmt.Errorf("-o %s: not supported (supported: %s)", key, strings.Join(sshOptionNames, ", "))
+		}
+	}
+	if o.hostKeyPolicy != "" {
+		p, err := parseHostKeyPolicy(o.hostKeyPolicy)
+		if err != nil {
+			return so, fmt.Errorf("--host-key-policy: %w", err)
+		}
+		so.HostKeyPolicy = p
+	}
+	if o.passwordEnv != "" {
+		pw, ok := os.LookupEnv(o.passwordEnv)
+		if !ok {
+			return so, fmt.Errorf("--password-env %s: the variable is not set", o.passwordEnv)
+		}
+		so.Password = pw
+	}
+	if so.Password == "" && o.interactive && !batch {
+		prompt := o.prompt
+		if prompt == nil {
+			prompt = readSecretTTY
+		}
+		so.PasswordPrompt = prompt
+	}
+	return so, nil
+}
+
+// sshConnector is the connector of an ssh hop.
+func (o *connectOptions) sshConnector(a sshAddr) (spindle.Connector, error) {
+	so, err := o.sshOptions(a)
+	if err != nil {
+		return nil, &usageError{cmd: "spindle", err: err}
+	}
+	return asConnector(so)
+}
+
+// asConnector checks at run time that v is a Connector, so that the CLI
+// builds while connectors/ssh is still being written.
+func asConnector(v any) (spindle.Connector, error) {
+	c, ok := v.(spindle.Connector)
+	if !ok {
+		return nil, fmt.Errorf("%T does not implement spindle.Connector in this build", v)
+	}
+	return c, nil
+}
+
+// readSecretTTY asks for a password or passphrase on the controlling
+// terminal, without echo. The secret is never logged.
+func readSecretTTY(prompt string) (string, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("cannot ask for a password: no terminal (%v); use --password-env VAR or a key", err)
+	}
+	defer tty.Close()
+	if prompt == "" {
+		prompt = "Password: "
+	}
+	if _, err := fmt.Fprint(tty, prompt); err != nil {
+		return "", err
+	}
+	b, err := term.ReadPassword(int(tty.Fd()))
+	fmt.Fprintln(tty)
+	if err != nil {
+		return "", fmt.Errorf("read password from the terminal: %w", err)
+	}
+	return string(b), nil
+}

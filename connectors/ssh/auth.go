@@ -1,0 +1,343 @@
+package ssh
+
+import (
+	"bytes"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strings"
+	"sync"
+
+	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+// prompter asks the user for secrets through Options.PasswordPrompt. pause
+// and resume (set once the connection exists) suspend the handshake
+// deadline while the user types.
+type prompter struct {
+	fn     func(prompt string) (string, error)
+	mu     sync.Mutex
+	pause  func()
+	resume func()
+}
+
+func (p *prompter) ok() bool { return p != nil && p.fn != nil }
+
+func (p *prompter) ask(prompt string) (string, error) {
+	p.mu.Lock()
+	pause, resume := p.pause, p.resume
+	p.mu.Unlock()
+	if pause != nil {
+		pause()
+		defer resume()
+	}
+	return p.fn(prompt)
+}
+
+func (p *prompter) setDeadlineHooks(pause, resume func()) {
+	p.mu.Lock()
+	p.pause, p.resume = pause, resume
+	p.mu.Unlock()
+}
+
+// authSet is everything offered to the server, in order.
+type authSet struct {
+	signers []gossh.Signer // publickey, identity files first
+	methods []gossh.AuthMethod
+	agent   io.Closer // the ssh-agent connection, closed after the handshake
+}
+
+func (a *authSet) close() {
+	if a.agent != nil {
+		a.agent.Close()
+	}
+}
+
+// dialAgent connects to SSH_AUTH_SOCK, or returns nil.
+func dialAgent(log *zap.Logger) (agent.ExtendedAgent, io.Closer) {
+	sock := os.Getenv("SSH_AUTH_SOCK")
+	if sock == "" {
+		return nil, nil
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		log.Debug("ssh-agent unreachable; not using it", zap.String("SSH_AUTH_SOCK", sock), zap.Error(err))
+		return nil, nil
+	}
+	return agent.NewClient(c), c
+}
+
+// identity is one identity file, as far as we could load it.
+type identity struct {
+	path string
+	pub  gossh.PublicKey // nil when unknown
+}
+
+// buildAuth assembles the auth methods: public keys (identity files first,
+// then the other ssh-agent keys unless identitiesOnly), then
+// keyboard-interactive and password when a password or a prompt exists.
+// explicit identity files (Options.IdentityFiles) that do not exist are
+// warned about; config/default ones are skipped quietly.
+func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig []string, identitiesOnly bool,
+	password string, pr *prompter, userHost string, log *zap.Logger) (*authSet, error) {
+	as := &authSet{}
+	seen := map[string]bool{}
+	add := func(s gossh.Signer) bool {
+		k := string(s.PublicKey().Marshal())
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		as.signers = append(as.signers, s)
+		return true
+	}
+
+	var agentSigners []gossh.Signer
+	if ag != nil {
+		ss, err := ag.Signers()
+		if err != nil {
+			log.Debug("ssh-agent: cannot list keys", zap.Error(err))
+		}
+		agentSigners = ss
+	}
+	agentFor := func(pub gossh.PublicKey) gossh.Signer {
+		if pub == nil {
+			return nil
+		}
+		for _, s := range agentSigners {
+			if bytes.Equal(s.PublicKey().Marshal(), pub.Marshal()) {
+				return s
+			}
+		}
+		return nil
+	}
+
+	files := make([]string, 0, len(explicit)+len(fromConfig))
+	isExplicit := map[string]bool{}
+	for _, f := range explicit {
+		f = expandHome(f)
+		isExplicit[f] = true
+		files = append(files, f)
+	}
+	for _, f := range fromConfig {
+		files = append(files, expandHome(f))
+	}
+	done := map[string]bool{}
+	for _, path := range files {
+		if done[path] {
+			continue
+		}
+		done[path] = true
+		s, err := loadIdentity(path, agentFor, pr, log)
+		if err != nil {
+			if isExplicit[path] {
+				log.Warn("identity file skipped", zap.String("file", path), zap.Error(err))
+			} else if !os.IsNotExist(err) {
+				log.Debug("identity file skipped", zap.String("file", path), zap.Error(err))
+			}
+			continue
+		}
+		if s == nil {
+			continue
+		}
+		add(s)
+		// A certificate beside the key (ssh's KEY-cert.pub) is offered too.
+		if cert := loadCert(path + "-cert.pub"); cert != nil {
+			if cs, err := gossh.NewCertSigner(cert, s); err == nil {
+				add(cs)
+			}
+		}
+	}
+	if !identitiesOnly {
+		for _, s := range agentSigners {
+			add(s)
+		}
+	}
+	if len(as.signers) > 0 {
+		signers := as.signers
+		as.methods = append(as.methods, gossh.PublicKeysCallback(func() ([]gossh.Signer, error) { return signers, nil }))
+	}
+
+	if password != "" || pr.ok() {
+		var once sync.Once
+		var pw string
+		var pwErr error
+		getPassword := func() (string, error) {
+			if password != "" {
+				return password, nil
+			}
+			once.Do(func() { pw, pwErr = pr.ask(userHost + "'s password: ") })
+			return pw, pwErr
+		}
+		as.methods = append(as.methods, gossh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
+			answers := make([]string, len(questions))
+			for i, q := range questions {
+				lq := strings.ToLower(q)
+				switch {
+				case !echos[i] && (strings.Contains(lq, "password") || strings.Contains(lq, "passphrase")):
+					a, err := getPassword()
+					if err != nil {
+						return nil, err
+					}
+					answers[i] = a
+				case pr.ok():
+					prompt := q
+					if instruction != "" {
+						prompt = instruction + "\n" + q
+					}
+					a, err := pr.ask(prompt)
+					if err != nil {
+						return nil, err
+					}
+					answers[i] = a
+				default:
+					return nil, fmt.Errorf("the server asks %q and no PasswordPrompt is set", q)
+				}
+			}
+			return answers, nil
+		}))
+		as.methods = append(as.methods, gossh.PasswordCallback(getPassword))
+	}
+	return as, nil
+}
+
+// loadIdentity returns a signer for the private key at path: the ssh-agent's
+// signer when the agent holds the same key (no passphrase needed), the key
+// itself when unencrypted, a signer that asks for the passphrase the first
+// time the server accepts the key when it is encrypted and a prompt exists,
+// or nil (skipped) when it is encrypted and nothing can unlock it.
+func loadIdentity(path string, agentFor func(gossh.PublicKey) gossh.Signer, pr *prompter, log *zap.Logger) (gossh.Signer, error) {
+	pem, err := os.ReadFile(path)
+	if err != nil {
+		// No private key, but a .pub whose key the agent holds works too.
+		if pub := loadPub(path + ".pub"); pub != nil {
+			if s := agentFor(pub); s != nil {
+				return s, nil
+			}
+		}
+		return nil, err
+	}
+	s, err := gossh.ParsePrivateKey(pem)
+	if err == nil {
+		return s, nil
+	}
+	var missing *gossh.PassphraseMissingError
+	if !errors.As(err, &missing) {
+		return nil, fmt.Errorf("cannot parse private key: %w", err)
+	}
+	pub := missing.PublicKey
+	if pub == nil {
+		pub = loadPub(path + ".pub")
+	}
+	if s := agentFor(pub); s != nil {
+		log.Debug("encrypted identity file: using its key from ssh-agent", zap.String("file", path))
+		return s, nil
+	}
+	if !pr.ok() {
+		log.Debug("encrypted identity file skipped: no passphrase prompt", zap.String("file", path))
+		return nil, nil
+	}
+	if pub == nil {
+		// Unknown public key: decrypt now, there is no way to offer it lazily.
+		return decrypt(path, pem, pr)
+	}
+	return &lazySigner{path: path, pem: pem, pub: pub, pr: pr}, nil
+}
+
+func loadPub(path string) gossh.PublicKey {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	pub, _, _, _, err := gossh.ParseAuthorizedKey(b)
+	if err != nil {
+		return nil
+	}
+	return pub
+}
+
+func loadCert(path string) *gossh.Certificate {
+	pub := loadPub(path)
+	if c, ok := pub.(*gossh.Certificate); ok {
+		return c
+	}
+	return nil
+}
+
+// passphraseTries is how often a passphrase is asked (ssh's
+// NumberOfPasswordPrompts default).
+var passphraseTries = 3
+
+// decrypt asks for the passphrase of an encrypted key, up to
+// passphraseTries times. The passphrase never appears in an error.
+func decrypt(path string, pem []byte, pr *prompter) (gossh.Signer, error) {
+	for try := 0; try < passphraseTries; try++ {
+		pass, err := pr.ask(fmt.Sprintf("Enter passphrase for key '%s': ", path))
+		if err != nil {
+			return nil, fmt.Errorf("passphrase for %s: %w", path, err)
+		}
+		s, err := gossh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, x509.IncorrectPasswordError) {
+			return nil, fmt.Errorf("cannot decrypt %s: %v", path, err)
+		}
+	}
+	return nil, fmt.Errorf("cannot decrypt %s: wrong passphrase", path)
+}
+
+// lazySigner is an encrypted identity whose public key is known: it is
+// offered to the server as is and decrypted (asking the passphrase) only
+// when the server accepts it, like ssh does.
+type lazySigner struct {
+	path string
+	pem  []byte
+	pub  gossh.PublicKey
+	pr   *prompter
+
+	mu   sync.Mutex
+	real gossh.Signer
+	err  error
+}
+
+func (l *lazySigner) PublicKey() gossh.PublicKey { return l.pub }
+
+func (l *lazySigner) signer() (gossh.Signer, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.real == nil && l.err == nil {
+		l.real, l.err = decrypt(l.path, l.pem, l.pr)
+		l.pem = nil
+	}
+	return l.real, l.err
+}
+
+func (l *lazySigner) Sign(rand io.Reader, data []byte) (*gossh.Signature, error) {
+	s, err := l.signer()
+	if err != nil {
+		return nil, err
+	}
+	return s.Sign(rand, data)
+}
+
+func (l *lazySigner) SignWithAlgorithm(rand io.Reader, data []byte, algorithm string) (*gossh.Signature, error) {
+	s, err := l.signer()
+	if err != nil {
+		return nil, err
+	}
+	if as, ok := s.(gossh.AlgorithmSigner); ok {
+		return as.SignWithAlgorithm(rand, data, algorithm)
+	}
+	if algorithm != "" && algorithm != s.PublicKey().Type() {
+		return nil, fmt.Errorf("key %s cannot sign with %s", l.path, algorithm)
+	}
+	return s.Sign(rand, data)
+}
+
+var _ gossh.AlgorithmSigner = (*lazySigner)(nil)

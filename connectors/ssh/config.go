@@ -1,0 +1,448 @@
+package ssh
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kevinburke/ssh_config"
+	"go.uber.org/zap"
+)
+
+// hostConfig is what ssh_config says about one Host, after ssh's own
+// resolution (first value wins, tokens and ~ expanded).
+type hostConfig struct {
+	Alias                 string
+	HostName              string
+	User                  string
+	Port                  int
+	IdentityFiles         []string
+	IdentitiesOnly        bool
+	ProxyJump             string // "" or "none": direct
+	ProxyCommand          string // unsupported; reported if set
+	HostKeyAlias          string
+	StrictHostKeyChecking string // yes, no, off, accept-new, ask
+	HashKnownHosts        bool
+	UserKnownHostsFiles   []string
+	GlobalKnownHostsFiles []string
+	ConnectTimeout        time.Duration // 0 = not set
+	ServerAliveInterval   time.Duration // 0 = not set
+	ServerAliveCountMax   int           // 0 = not set
+	Source                string        // where the values came from, for messages
+}
+
+// sshBinary is the OpenSSH client asked with `ssh -G`; tests blank it to
+// exercise the ssh_config fallback.
+var sshBinary = "ssh"
+
+// resolveConfig resolves host like `ssh` would: by asking `ssh -G` when
+// the OpenSSH client is installed, else by reading ssh_config with
+// kevinburke/ssh_config (strict: a file that does not parse is an error).
+// user and port, when set, are passed to ssh -G so that its %r/%p tokens
+// see them.
+func resolveConfig(ctx context.Context, host, configFile, user string, port int, log *zap.Logger) (*hostConfig, error) {
+	if sshBinary != "" {
+		if path, err := exec.LookPath(sshBinary); err == nil {
+			return resolveWithSSH(ctx, path, host, configFile, user, port)
+		}
+		log.Debug("ssh client not found; reading ssh_config directly", zap.String("host", host))
+	}
+	return resolveWithFile(host, configFile, user, port)
+}
+
+func resolveWithSSH(ctx context.Context, path, host, configFile, user string, port int) (*hostConfig, error) {
+	argv := []string{"-G"}
+	if configFile != "" {
+		argv = append(argv, "-F", configFile)
+	}
+	if user != "" {
+		argv = append(argv, "-l", user)
+	}
+	if port != 0 {
+		argv = append(argv, "-p", strconv.Itoa(port))
+	}
+	argv = append(argv, "--", host)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, path, argv...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		msg := strings.Join(strings.Fields(strings.ReplaceAll(strings.TrimSpace(stderr.String()), "\n", " \x00 ")), " ")
+		msg = strings.ReplaceAll(msg, " \x00 ", "; ")
+		if msg == "" {
+			msg = err.Error()
+		}
+		where := "your ssh configuration"
+		if configFile != "" {
+			where = configFile
+		}
+		return nil, fmt.Errorf("reading %s with `ssh -G %s` failed: %s", where, host, msg)
+	}
+	hc, err := parseSSHG(stdout.Bytes())
+	if err != nil {
+		return nil, err
+	}
+	hc.Alias = host
+	hc.Source = "ssh -G"
+	// OpenSSH before 9.x prints IdentityFile with its %-tokens unexpanded.
+	tk := hc.tokens(host)
+	for i, f := range hc.IdentityFiles {
+		hc.IdentityFiles[i] = tk.expand(f)
+	}
+	for i, f := range hc.UserKnownHostsFiles {
+		hc.UserKnownHostsFiles[i] = tk.expand(f)
+	}
+	return hc, nil
+}
+
+// parseSSHG parses the lowercase `key value` lines that `ssh -G` prints.
+func parseSSHG(out []byte) (*hostConfig, error) {
+	hc := &hostConfig{}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		key, val, _ := strings.Cut(line, " ")
+		key = strings.ToLower(key)
+		val = strings.TrimSpace(val)
+		if err := hc.set(key, val, nil); err != nil {
+			return nil, fmt.Errorf("ssh -G: %w", err)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("ssh -G: %w", err)
+	}
+	return hc, nil
+}
+
+// tokens expands ~ and the %-tokens ssh_config allows in file names. A nil
+// expander leaves them alone (ssh -G has expanded them already, except a
+// leading ~ in some versions).
+type tokens map[byte]string
+
+func (t tokens) expand(s string) string {
+	s = expandHome(s)
+	if t == nil || !strings.Contains(s, "%") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '%' || i+1 == len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		i++
+		if s[i] == '%' {
+			b.WriteByte('%')
+		} else if v, ok := t[s[i]]; ok {
+			b.WriteString(v)
+		} else {
+			b.WriteByte('%')
+			b.WriteByte(s[i])
+		}
+	}
+	return b.String()
+}
+
+func homeDir() string {
+	if h, err := os.UserHomeDir(); err == nil {
+		return h
+	}
+	if u, err := user.Current(); err == nil {
+		return u.HomeDir
+	}
+	return ""
+}
+
+func expandHome(p string) string {
+	if p == "~" {
+		return homeDir()
+	}
+	if strings.HasPrefix(p, "~/") {
+		return filepath.Join(homeDir(), p[2:])
+	}
+	return p
+}
+
+func unquote(s string) string {
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		return s[1 : len(s)-1]
+	}
+	return s
+}
+
+// set records one resolved keyword (lowercase). Unknown keywords are
+// ignored: they are for ssh, not for us.
+func (hc *hostConfig) set(key, val string, tk tokens) error {
+	switch key {
+	case "hostname":
+		hc.HostName = unquote(val)
+	case "user":
+		hc.User = unquote(val)
+	case "port":
+		p, err := strconv.Atoi(val)
+		if err != nil || p <= 0 || p > 65535 {
+			return fmt.Errorf("bad port %q", val)
+		}
+		hc.Port = p
+	case "identityfile":
+		if v := unquote(val); v != "" && v != "none" {
+			hc.IdentityFiles = append(hc.IdentityFiles, tk.expand(v))
+		}
+	case "identitiesonly":
+		hc.IdentitiesOnly = yes(val)
+	case "proxyjump":
+		hc.ProxyJump = val
+	case "proxycommand":
+		hc.ProxyCommand = val
+	case "hostkeyalias":
+		hc.HostKeyAlias = val
+	case "stricthostkeychecking":
+		hc.StrictHostKeyChecking = strings.ToLower(val)
+	case "hashknownhosts":
+		hc.HashKnownHosts = yes(val)
+	case "userknownhostsfile":
+		hc.UserKnownHostsFiles = fileList(val, tk)
+	case "globalknownhostsfile":
+		hc.GlobalKnownHostsFiles = fileList(val, tk)
+	case "connecttimeout":
+		d, err := seconds(val)
+		if err != nil {
+			return fmt.Errorf("bad ConnectTimeout %q", val)
+		}
+		hc.ConnectTimeout = d
+	case "serveraliveinterval":
+		d, err := seconds(val)
+		if err != nil {
+			return fmt.Errorf("bad ServerAliveInterval %q", val)
+		}
+		hc.ServerAliveInterval = d
+	case "serveralivecountmax":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad ServerAliveCountMax %q", val)
+		}
+		hc.ServerAliveCountMax = n
+	}
+	return nil
+}
+
+func yes(v string) bool {
+	switch strings.ToLower(v) {
+	case "yes", "true":
+		return true
+	}
+	return false
+}
+
+func fileList(val string, tk tokens) []string {
+	var out []string
+	for _, f := range strings.Fields(val) {
+		if f = unquote(f); f != "" && f != "none" {
+			out = append(out, tk.expand(f))
+		}
+	}
+	return out
+}
+
+// seconds parses an ssh_config time: "none"/"" is unset, a plain number is
+// seconds, and OpenSSH's suffixed forms ("1m30s") are accepted too.
+func seconds(v string) (time.Duration, error) {
+	v = strings.ToLower(strings.TrimSpace(v))
+	if v == "" || v == "none" || v == "0" {
+		return 0, nil
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 0 {
+		return time.Duration(n) * time.Second, nil
+	}
+	var total time.Duration
+	num := 0
+	seen := false
+	for _, c := range v {
+		if c >= '0' && c <= '9' {
+			num = num*10 + int(c-'0')
+			seen = true
+			continue
+		}
+		if !seen {
+			return 0, errors.New("bad time")
+		}
+		unit := map[rune]time.Duration{'s': time.Second, 'm': time.Minute, 'h': time.Hour, 'd': 24 * time.Hour, 'w': 7 * 24 * time.Hour}[c]
+		if unit == 0 {
+			return 0, errors.New("bad time")
+		}
+		total += time.Duration(num) * unit
+		num, seen = 0, false
+	}
+	if seen {
+		total += time.Duration(num) * time.Second
+	}
+	return total, nil
+}
+
+// defaultIdentityFiles are OpenSSH's defaults when no IdentityFile is set.
+var defaultIdentityFiles = []string{"~/.ssh/id_rsa", "~/.ssh/id_ecdsa", "~/.ssh/id_ecdsa_sk",
+	"~/.ssh/id_ed25519", "~/.ssh/id_ed25519_sk", "~/.ssh/id_xmss", "~/.ssh/id_dsa"}
+
+// withoutDefaultIdentities drops OpenSSH's default key files from files.
+func withoutDefaultIdentities(files []string) []string {
+	var out []string
+	for _, f := range files {
+		isDefault := false
+		for _, d := range defaultIdentityFiles {
+			if f == d || f == expandHome(d) {
+				isDefault = true
+				break
+			}
+		}
+		if !isDefault {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// resolveWithFile reads ssh_config without OpenSSH: configFile (like
+// ssh -F; "none" reads nothing) or ~/.ssh/config then /etc/ssh/ssh_config.
+// A file that does not parse is an error naming it: a user's config is
+// never silently ignored.
+func resolveWithFile(host, configFile, userOverride string, portOverride int) (*hostConfig, error) {
+	hc := &hostConfig{Alias: host}
+	var get func(key string) (string, error)
+	var getAll func(key string) ([]string, error)
+	switch configFile {
+	case "none":
+		hc.Source = "defaults (-F none)"
+		get = func(key string) (string, error) { return ssh_config.Default(key), nil }
+		getAll = func(key string) ([]string, error) {
+			if d := ssh_config.Default(key); d != "" {
+				return []string{d}, nil
+			}
+			return nil, nil
+		}
+	default:
+		us := &ssh_config.UserSettings{}
+		where := "~/.ssh/config or /etc/ssh/ssh_config"
+		if configFile != "" {
+			path := expandHome(configFile)
+			if _, err := os.Stat(path); err != nil {
+				return nil, fmt.Errorf("ssh config file %s: %w", configFile, err)
+			}
+			us.ConfigFinder(func() string { return path })
+			where = path
+		}
+		hc.Source = where
+		get = func(key string) (string, error) {
+			v, err := us.GetStrict(host, key)
+			if err != nil {
+				return "", fmt.Errorf("cannot parse ssh config %s: %w (fix it, or point ConfigFile at another file)", where, err)
+			}
+			return v, nil
+		}
+		getAll = func(key string) ([]string, error) {
+			v, err := us.GetAllStrict(host, key)
+			if err != nil {
+				return nil, fmt.Errorf("cannot parse ssh config %s: %w (fix it, or point ConfigFile at another file)", where, err)
+			}
+			return v, nil
+		}
+	}
+
+	single := []string{"HostName", "User", "Port", "IdentitiesOnly", "ProxyJump", "ProxyCommand",
+		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
+		"ServerAliveInterval", "ServerAliveCountMax"}
+	vals := map[string]string{}
+	for _, k := range single {
+		v, err := get(k)
+		if err != nil {
+			return nil, err
+		}
+		vals[k] = v
+	}
+	// HostName may use %h (the alias) and %%.
+	hostname := vals["HostName"]
+	if hostname == "" {
+		hostname = host
+	}
+	hostname = tokens{'h': host}.expand(hostname)
+	if err := hc.set("hostname", hostname, nil); err != nil {
+		return nil, err
+	}
+	localUser := ""
+	if u, err := user.Current(); err == nil {
+		localUser = u.Username
+	}
+	remoteUser := vals["User"]
+	if userOverride != "" {
+		remoteUser = userOverride
+	}
+	if remoteUser == "" {
+		remoteUser = localUser
+	}
+	hc.User = remoteUser
+	for _, k := range single[2:] {
+		if vals[k] == "" {
+			continue
+		}
+		if err := hc.set(strings.ToLower(k), vals[k], nil); err != nil {
+			return nil, fmt.Errorf("ssh config %s: %w", hc.Source, err)
+		}
+	}
+	if portOverride != 0 {
+		hc.Port = portOverride
+	}
+	if hc.Port == 0 {
+		hc.Port = 22
+	}
+	tk := hc.tokens(host)
+
+	ids, err := getAll("IdentityFile")
+	if err != nil {
+		return nil, err
+	}
+	if len(ids) == 1 && ids[0] == ssh_config.Default("IdentityFile") {
+		ids = defaultIdentityFiles
+	}
+	for _, id := range ids {
+		_ = hc.set("identityfile", id, tk)
+	}
+	for key, dst := range map[string]*[]string{"UserKnownHostsFile": &hc.UserKnownHostsFiles, "GlobalKnownHostsFile": &hc.GlobalKnownHostsFiles} {
+		v, err := get(key)
+		if err != nil {
+			return nil, err
+		}
+		*dst = fileList(v, tk)
+	}
+	return hc, nil
+}
+
+// tokens are the values of ssh_config's %-tokens for file names.
+func (hc *hostConfig) tokens(alias string) tokens {
+	localUser := ""
+	if u, err := user.Current(); err == nil {
+		localUser = u.Username
+	}
+	return tokens{'d': homeDir(), 'u': localUser, 'h': hc.HostName, 'r': hc.User,
+		'p': strconv.Itoa(hc.Port), 'n': alias, 'l': localHostname()}
+}
+
+func localHostname() string {
+	h, _ := os.Hostname()
+	if i := strings.IndexByte(h, '.'); i > 0 {
+		h = h[:i]
+	}
+	return h
+}

@@ -1,0 +1,185 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/internal/wire"
+	"github.com/spindle-rpc/spindle/rpc"
+	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+func init() {
+	connectors.Register("ssh", func() connectors.Remote { return &Hop{} })
+}
+
+// Hop is an SSH connection made by an agent, as Options.Delegate resolved
+// it on the controller: where to dial, as whom, and how long to wait. It
+// carries no secret: keys, passwords and known_hosts are served by the
+// controller on the StartRequest's Helper circuit.
+type Hop struct {
+	Display           string        `msgpack:"display"`
+	Addr              string        `msgpack:"addr"`  // host:port to dial
+	KnownAddr         string        `msgpack:"known"` // host:port looked up in known_hosts
+	User              string        `msgpack:"user"`
+	HostKeyAlgorithms []string      `msgpack:"hkalgs,omitempty"`
+	Timeout           time.Duration `msgpack:"timeout"`
+	KeepaliveInterval time.Duration `msgpack:"ka"`
+	KeepaliveCountMax int           `msgpack:"kacount"`
+	Password          bool          `msgpack:"pw,omitempty"` // the helper can answer password prompts
+	ContextName       string        `msgpack:"name,omitempty"`
+}
+
+// Kind implements connectors.Remote.
+func (h Hop) Kind() string { return "ssh" }
+
+// Name implements connectors.Connector.
+func (h Hop) Name() string {
+	if h.ContextName != "" {
+		return h.ContextName
+	}
+	return "ssh:" + h.Display
+}
+
+// Start implements connectors.Connector on the agent that makes the hop.
+func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
+	if req.Helper == nil {
+		return nil, errors.New("an SSH hop started by an agent needs the controller's keys: start it with Context.Connect(ssh.Options{…})")
+	}
+	log := req.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	name := req.Name
+	if name == "" {
+		name = h.Name()
+	}
+	lent := agent.NewClient(req.Helper)
+	signers, err := lent.Signers()
+	if err != nil {
+		return nil, fmt.Errorf("ssh %s: the controller's keys: %w", h.Display, err)
+	}
+	var methods []gossh.AuthMethod
+	if len(signers) > 0 {
+		methods = append(methods, gossh.PublicKeys(signers...))
+	}
+	if h.Password {
+		pw := func() (string, error) {
+			r, err := ask(lent, extPassword, nil)
+			if err != nil {
+				return "", err
+			}
+			return r.Password, nil
+		}
+		methods = append(methods, gossh.KeyboardInteractive(func(_, _ string, questions []string, echos []bool) ([]string, error) {
+			answers := make([]string, len(questions))
+			for i, q := range questions {
+				lq := strings.ToLower(q)
+				if echos[i] || !(strings.Contains(lq, "password") || strings.Contains(lq, "passphrase")) {
+					return nil, fmt.Errorf("the server asks %q, which a hop cannot answer", q)
+				}
+				a, err := pw()
+				if err != nil {
+					return nil, err
+				}
+				answers[i] = a
+			}
+			return answers, nil
+		}), gossh.PasswordCallback(pw))
+	}
+	var hostKeyErr error
+	cfg := &gossh.ClientConfig{
+		User:              h.User,
+		Auth:              methods,
+		HostKeyAlgorithms: h.HostKeyAlgorithms,
+		HostKeyCallback: func(hostname string, remote net.Addr, key gossh.PublicKey) error {
+			r, err := ask(lent, extHostKey, &hostKeyRequest{Hostname: hostname, Remote: remote.String(), Key: key.Marshal()})
+			if err == nil && r.Err != "" {
+				err = rpc.Errorf(rpc.ErrHostKey, "%s", r.Err)
+			}
+			hostKeyErr = err
+			return err
+		},
+		BannerCallback: func(msg string) error {
+			log.Debug("ssh banner", zap.String("host", h.Display), zap.String("banner", strings.TrimSpace(msg)))
+			return nil
+		},
+	}
+
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = DefaultConnectTimeout
+	}
+	start := time.Now()
+	d := net.Dialer{Timeout: timeout}
+	conn, err := d.DialContext(ctx, "tcp", h.Addr)
+	if err != nil {
+		return nil, dialError(ctx, h.Addr, timeout, err)
+	}
+	client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), &prompter{})
+	if err != nil {
+		if hostKeyErr != nil {
+			return nil, hostKeyErr
+		}
+		s := &settings{display: h.Display, user: h.User, timeout: timeout}
+		return nil, classifyHandshake(err, &hostKeyChecker{}, s, h.Addr)
+	}
+	l := &link{client: client, name: h.Display, stop: make(chan struct{})}
+	if h.KeepaliveInterval > 0 {
+		count := h.KeepaliveCountMax
+		if count <= 0 {
+			count = DefaultKeepaliveCountMax
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			l.keepalive(h.KeepaliveInterval, count, log.With(zap.String("host", h.Display)))
+		}()
+	}
+	log.Debug("ssh hop connected", zap.String("host", h.Display), zap.String("addr", h.Addr), zap.String("user", h.User))
+	c, err := l.startAgent(ctx, req.Args(), req.Agent, name, log)
+	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
+		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
+		c, err = l.startAgent(ctx, req.Args(), req.Agent, name, log)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// ask sends one extension request to the controller's helper.
+func ask(lent agent.ExtendedAgent, typ string, req any) (*helperReply, error) {
+	var body []byte
+	if req != nil {
+		b, err := wire.Marshal(req)
+		if err != nil {
+			return nil, err
+		}
+		body = b
+	}
+	raw, err := lent.Extension(typ, body)
+	if err != nil {
+		return nil, fmt.Errorf("asking the controller (%s): %w", typ, err)
+	}
+	if len(raw) == 0 || raw[0] != agentSuccess {
+		return nil, fmt.Errorf("asking the controller (%s): malformed reply", typ)
+	}
+	var r helperReply
+	if err := wire.Unmarshal(raw[1:], &r); err != nil {
+		return nil, fmt.Errorf("asking the controller (%s): %w", typ, err)
+	}
+	if r.Kind == "auth" {
+		return nil, rpc.Errorf(rpc.ErrAuth, "%s", r.Err)
+	}
+	return &r, nil
+}

@@ -1,0 +1,181 @@
+package ssh
+
+import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/skeema/knownhosts"
+	"github.com/spindle-rpc/spindle/rpc"
+	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
+	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+)
+
+func newSigner(t *testing.T) gossh.Signer {
+	t.Helper()
+	_, priv, err := ed25519.GenerateKey(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := gossh.NewSignerFromKey(priv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+var remoteAddr = &net.TCPAddr{IP: net.IPv4(192, 0, 2, 1), Port: 22}
+
+func checkKey(t *testing.T, hk *hostKeyChecker, hostport string, key gossh.PublicKey) error {
+	t.Helper()
+	return hk.callback(strings.Split(hostport, ":")[0])(hostport, remoteAddr, key)
+}
+
+func TestHostKeyPolicies(t *testing.T) {
+	dir := t.TempDir()
+	kh := filepath.Join(dir, "known_hosts")
+	hashedKey, portKey, otherKey, caKey := newSigner(t), newSigner(t), newSigner(t), newSigner(t)
+	content := "# comment\n" +
+		knownhosts.Line([]string{xknownhosts.HashHostname("hashed.example.com")}, hashedKey.PublicKey()) + "\n" +
+		knownhosts.Line([]string{knownhosts.Normalize("alt.example.com:2222")}, portKey.PublicKey()) + "\n" +
+		"@cert-authority *.ca.example.com " + string(gossh.MarshalAuthorizedKey(caKey.PublicKey()))
+	writeFile(t, kh, content)
+
+	hk, err := newHostKeyChecker(HostKeyStrict, []string{kh, filepath.Join(dir, "absent")}, kh, false, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Hashed entry.
+	if err := checkKey(t, hk, "hashed.example.com:22", hashedKey.PublicKey()); err != nil {
+		t.Fatalf("hashed entry: %v", err)
+	}
+	// [host]:port entry: known on its port, unknown on 22.
+	if err := checkKey(t, hk, "alt.example.com:2222", portKey.PublicKey()); err != nil {
+		t.Fatalf("[host]:port entry: %v", err)
+	}
+	err = checkKey(t, hk, "alt.example.com:22", portKey.PublicKey())
+	if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "host key for alt.example.com is not known") ||
+		!strings.Contains(err.Error(), "ssh-keyscan or use accept-new") {
+		t.Fatalf("unknown: %v", err)
+	}
+	// Changed: names the file and line of the stored key.
+	err = checkKey(t, hk, "alt.example.com:2222", otherKey.PublicKey())
+	if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "HAS CHANGED") ||
+		!strings.Contains(err.Error(), fmt.Sprintf("%s:3", kh)) {
+		t.Fatalf("changed: %v", err)
+	}
+	if hk.rejected() != err {
+		t.Fatalf("rejected() = %v", hk.rejected())
+	}
+	// Algorithms for a known host are its key's type; none for unknown.
+	if got := hk.algorithms("alt.example.com:2222"); len(got) != 1 || got[0] != gossh.KeyAlgoED25519 {
+		t.Fatalf("algorithms = %v", got)
+	}
+	if got := hk.algorithms("nowhere.example.com:22"); len(got) != 0 {
+		t.Fatalf("algorithms(unknown) = %v", got)
+	}
+
+	// @cert-authority: a host certificate signed by the CA is accepted.
+	hostKey := newSigner(t)
+	cert := &gossh.Certificate{Key: hostKey.PublicKey(), CertType: gossh.HostCert, ValidPrincipals: []string{"web.ca.example.com"},
+		ValidBefore: gossh.CertTimeInfinity}
+	if err := cert.SignCert(rand.Reader, caKey); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkKey(t, hk, "web.ca.example.com:22", cert); err != nil {
+		t.Fatalf("cert-authority: %v", err)
+	}
+	if algos := hk.algorithms("web.ca.example.com:22"); len(algos) == 0 || !strings.Contains(algos[0], "cert") {
+		t.Fatalf("cert-authority algorithms = %v", algos)
+	}
+	if err := checkKey(t, hk, "web.ca.example.com:22", hostKey.PublicKey()); !errors.Is(err, rpc.ErrHostKey) {
+		t.Fatalf("plain key for a CA-only host: %v", err)
+	}
+
+	// Off accepts anything.
+	off, err := newHostKeyChecker(HostKeyOff, []string{kh}, kh, false, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkKey(t, off, "alt.example.com:2222", otherKey.PublicKey()); err != nil {
+		t.Fatalf("off: %v", err)
+	}
+	if off.algorithms("alt.example.com:2222") != nil {
+		t.Fatal("off: algorithms restricted")
+	}
+	if _, err := newHostKeyChecker("sometimes", nil, "", false, zap.NewNop()); err == nil {
+		t.Fatal("bad policy accepted")
+	}
+}
+
+func TestHostKeyAcceptNew(t *testing.T) {
+	for _, hash := range []bool{false, true} {
+		t.Run(fmt.Sprint("hash=", hash), func(t *testing.T) {
+			dir := t.TempDir()
+			kh := filepath.Join(dir, "sub", "known_hosts")
+			key, other := newSigner(t), newSigner(t)
+			hk, err := newHostKeyChecker(HostKeyAcceptNew, []string{kh}, kh, hash, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkKey(t, hk, "new.example.com:2222", key.PublicKey()); err != nil {
+				t.Fatalf("accept-new: %v", err)
+			}
+			st, err := os.Stat(kh)
+			if err != nil || st.Mode().Perm() != 0o600 {
+				t.Fatalf("known_hosts: %v %v", st, err)
+			}
+			if st, err := os.Stat(filepath.Dir(kh)); err != nil || st.Mode().Perm() != 0o700 {
+				t.Fatalf("known_hosts dir: %v %v", st, err)
+			}
+			b, _ := os.ReadFile(kh)
+			if hash != strings.HasPrefix(string(b), "|1|") || (!hash && !strings.HasPrefix(string(b), "[new.example.com]:2222 ")) {
+				t.Fatalf("recorded %q", b)
+			}
+			// A fresh checker knows it now, and refuses a different key.
+			hk2, err := newHostKeyChecker(HostKeyAcceptNew, []string{kh}, kh, hash, zap.NewNop())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := checkKey(t, hk2, "new.example.com:2222", key.PublicKey()); err != nil {
+				t.Fatalf("recorded key: %v", err)
+			}
+			err = checkKey(t, hk2, "new.example.com:2222", other.PublicKey())
+			if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), kh+":1") {
+				t.Fatalf("changed after accept-new: %v", err)
+			}
+		})
+	}
+	// A file without a final newline gets one before our line.
+	dir := t.TempDir()
+	kh := filepath.Join(dir, "known_hosts")
+	old := newSigner(t)
+	writeFile(t, kh, strings.TrimSuffix(knownhosts.Line([]string{"old.example.com"}, old.PublicKey()), "\n"))
+	hk, err := newHostKeyChecker(HostKeyAcceptNew, []string{kh}, kh, false, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkKey(t, hk, "new.example.com:22", newSigner(t).PublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(kh)
+	if lines := strings.Split(strings.TrimSpace(string(b)), "\n"); len(lines) != 2 {
+		t.Fatalf("lines: %q", b)
+	}
+}
+
+func TestPolicyFromConfig(t *testing.T) {
+	for in, want := range map[string]HostKeyPolicy{"yes": HostKeyStrict, "ask": HostKeyStrict, "": HostKeyStrict,
+		"accept-new": HostKeyAcceptNew, "no": HostKeyOff, "off": HostKeyOff} {
+		if got := policyFromConfig(in); got != want {
+			t.Errorf("policyFromConfig(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,65 @@
+// Package ssh reaches a machine over SSH (golang.org/x/crypto/ssh) and
+// starts the agent there through ONE session whose stdin/stdout then carry
+// the link.
+package ssh
+
+import (
+	"time"
+
+	"github.com/spindle-rpc/spindle/bootstrap"
+)
+
+// HostKeyPolicy says what to do with a host key known_hosts does not have.
+type HostKeyPolicy string
+
+const (
+	// HostKeyStrict refuses unknown and changed keys (the default).
+	HostKeyStrict HostKeyPolicy = "yes"
+	// HostKeyAcceptNew accepts and records unknown keys, refuses changed ones.
+	HostKeyAcceptNew HostKeyPolicy = "accept-new"
+	// HostKeyOff accepts any key: insecure, for throwaway test machines only.
+	HostKeyOff HostKeyPolicy = "off"
+)
+
+// Options configures an SSH connection. Zero fields take their value from
+// ssh_config (as `ssh` would resolve Host), then from ssh's defaults.
+type Options struct {
+	// Host is a host name or ssh_config Host alias.
+	Host string
+	// Port, User override ssh_config.
+	Port int
+	User string
+	// ConfigFile replaces ~/.ssh/config (like ssh -F); "none" reads none.
+	ConfigFile string
+	// IdentityFiles are tried in order (like ssh -i), before ssh_config's.
+	IdentityFiles []string
+	// IdentitiesOnly: offer only the identity files, not every agent key.
+	IdentitiesOnly *bool
+	// Password for password and keyboard-interactive auth. Never logged.
+	Password string
+	// PasswordPrompt, if set, is called when a password or key passphrase
+	// is needed and none was given (the CLI asks on the terminal).
+	PasswordPrompt func(prompt string) (string, error)
+	// KnownHostsFiles replace ~/.ssh/known_hosts (UserKnownHostsFile).
+	KnownHostsFiles []string
+	// HostKeyPolicy: default from StrictHostKeyChecking, else strict.
+	HostKeyPolicy HostKeyPolicy
+	// ConnectTimeout bounds TCP connect AND the SSH handshake and auth
+	// (each hop's), not the time spent waiting for PasswordPrompt.
+	// Default: ssh_config's ConnectTimeout, else 30s.
+	ConnectTimeout time.Duration
+	// KeepaliveInterval and KeepaliveCountMax detect a dead peer
+	// (ServerAliveInterval/CountMax); defaults 15s and 3. A negative
+	// interval turns keepalives off.
+	KeepaliveInterval time.Duration
+	KeepaliveCountMax int
+	// ContextName overrides the context's name (default "ssh:HOST").
+	ContextName string
+	// ProxyJump overrides ssh_config's ProxyJump: "[user@]host[:port]"
+	// hops separated by commas, reached in order by TCP forwarding (no
+	// agent on them); "none" connects directly.
+	ProxyJump string
+	// Agent supplies the agent binaries; default: the StartRequest's
+	// (the controller's embedded agents).
+	Agent bootstrap.Source
+}

@@ -1,0 +1,141 @@
+package ssh
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors"
+	"go.uber.org/zap"
+)
+
+// Name implements connectors.Connector: "ssh:HOST" unless ContextName.
+func (o Options) Name() string {
+	if o.ContextName != "" {
+		return o.ContextName
+	}
+	return "ssh:" + o.Host
+}
+
+// exitGrace is how long a closed agent gets to exit before its session is
+// closed under it.
+const exitGrace = 3 * time.Second
+
+// Start implements connectors.Connector: it connects and authenticates
+// (through ProxyJump hops if configured), runs the first stage in ONE
+// session and returns the agent's stream. Closing the Conn closes the
+// session, the connection and its keepalive.
+func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
+	log := req.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	src := o.Agent
+	if src == nil {
+		src = req.Agent
+	}
+	name := req.Name
+	if name == "" {
+		name = o.Name()
+	}
+	l, err := connect(ctx, o, log, 0)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := l.startAgent(ctx, req.Args(), src, name, log)
+	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
+		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
+		conn, err = l.startAgent(ctx, req.Args(), src, name, log)
+	}
+	if err != nil {
+		l.Close()
+		return nil, err
+	}
+	return conn, nil
+}
+
+// startAgent opens one session, runs the first stage in it and hands its
+// stdio to bootstrap.RemoteStart. On success the returned Conn owns the
+// link; on failure only the session is closed.
+func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src bootstrap.Source, name string, log *zap.Logger) (*bootstrap.Conn, error) {
+	cmd, err := bootstrap.RemoteCommand(args, src)
+	if err != nil {
+		return nil, err
+	}
+	sess, err := l.client.NewSession()
+	if err != nil {
+		return nil, fmt.Errorf("open an ssh session on %s: %w", l.name, err)
+	}
+	stdin, err := sess.StdinPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	stdout, err := sess.StdoutPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	stderr, err := sess.StderrPipe()
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	if err := sess.Start(cmd); err != nil {
+		sess.Close()
+		return nil, fmt.Errorf("start the first stage on %s: %w", l.name, err)
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		logLines(stderr, log.With(zap.String("context", name)))
+	}()
+	var owned atomic.Bool
+	closeFn := func() error {
+		// stdin is closed already: give the agent a moment to exit. The
+		// waiter ends once the session or the connection is closed.
+		done := make(chan struct{})
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			sess.Wait()
+			close(done)
+		}()
+		t := time.NewTimer(exitGrace)
+		select {
+		case <-done:
+		case <-t.C:
+			log.Debug("agent did not exit in time: closing its session", zap.String("context", name))
+		}
+		t.Stop()
+		sess.Close()
+		if owned.Load() {
+			return l.Close()
+		}
+		return nil
+	}
+	conn, err := bootstrap.RemoteStart(ctx, stdin, stdout, args, src, name, log, closeFn)
+	if err != nil {
+		sess.Close()
+		return nil, err
+	}
+	owned.Store(true)
+	return conn, nil
+}
+
+// logLines logs the first stage's and agent's stderr at debug level.
+func logLines(r io.Reader, log *zap.Logger) {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 4096), 64*1024)
+	for sc.Scan() {
+		log.Debug("remote stderr", zap.String("line", sc.Text()))
+	}
+	io.Copy(io.Discard, r)
+}
+
+var _ connectors.Connector = Options{}

@@ -1,0 +1,139 @@
+package context
+
+import (
+	stdctx "context"
+	"errors"
+	"sync"
+
+	"github.com/spindle-rpc/spindle/internal/wire"
+	"github.com/spindle-rpc/spindle/router"
+	"github.com/spindle-rpc/spindle/rpc"
+)
+
+// Future is a call in flight.
+type Future struct {
+	c      *Context
+	method string
+	// mu guards handle and stop: the router may fail the receiver (no
+	// route) on another goroutine before newFuture has stored them.
+	mu     sync.Mutex
+	handle uint32
+	stop   func() bool // unhooks the cancellation watcher
+
+	circuit router.Circuit
+
+	once sync.Once
+	done chan struct{}
+	msg  *router.Message
+	err  error
+}
+
+func (c *Context) newFuture(ctx stdctx.Context, method string) *Future {
+	f := &Future{c: c, method: method, done: make(chan struct{})}
+	c.inflight.Add(1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.handle = c.ctl.rt.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: c.id, Deliver: f.deliver})
+	if ctx.Done() != nil {
+		f.stop = stdctx.AfterFunc(ctx, func() { f.cancel(ctx) })
+	}
+	return f
+}
+
+// deliver runs on the router's reading goroutine: it only records.
+func (f *Future) deliver(m *router.Message) {
+	if m.Flags&(router.FlagLast|router.FlagDead) == 0 {
+		return // intermediate replies are not used yet
+	}
+	f.finish(m, nil)
+}
+
+func (f *Future) finish(m *router.Message, err error) {
+	f.once.Do(func() {
+		f.msg, f.err = m, err
+		f.c.inflight.Add(-1)
+		f.mu.Lock()
+		handle, stop := f.handle, f.stop
+		f.mu.Unlock()
+		f.c.ctl.rt.Unregister(handle)
+		if stop != nil {
+			stop()
+		}
+		if err != nil && f.circuit != nil {
+			f.circuit.Close()
+		}
+		close(f.done)
+	})
+}
+
+func (f *Future) fail(err error) {
+	var e *Error
+	if !errors.As(err, &e) {
+		err = &Error{Context: f.c.name, Method: f.method, Err: err}
+	}
+	f.finish(nil, err)
+}
+
+// cancel tells the agent to stop the call and fails the future with ctx's
+// error.
+func (f *Future) cancel(ctx stdctx.Context) {
+	select {
+	case <-f.done:
+		return
+	default:
+	}
+	f.mu.Lock()
+	handle := f.handle
+	f.mu.Unlock()
+	if data, err := wire.Marshal(&rpc.Control{Call: handle, Op: rpc.OpCancel}); err == nil {
+		f.c.ctl.rt.Send(&router.Message{Dst: f.c.id, Handle: router.HandleControl, Data: data})
+	}
+	kind := ErrCanceled
+	if errors.Is(ctx.Err(), stdctx.DeadlineExceeded) {
+		kind = ErrTimeout
+	}
+	f.fail(&kindError{kind: kind, cause: ctx.Err(), msg: ctx.Err().Error()})
+}
+
+// Done is closed when the reply (or an error) is in.
+func (f *Future) Done() <-chan struct{} { return f.done }
+
+// Wait blocks until the call ends and decodes its result into result
+// (which may be nil).
+func (f *Future) Wait(result any) error {
+	<-f.done
+	if f.err != nil {
+		return f.err
+	}
+	m := f.msg
+	switch {
+	case m.Flags&router.FlagDead != 0:
+		return &Error{Context: f.c.name, Method: f.method,
+			Err: &kindError{kind: ErrDisconnected, msg: "disconnected: " + string(m.Data)}}
+	case m.Flags&router.FlagError != 0:
+		var re rpc.RemoteError
+		if err := wire.Unmarshal(m.Data, &re); err != nil {
+			return &Error{Context: f.c.name, Method: f.method, Err: err}
+		}
+		return &Error{Context: f.c.name, Method: f.method, Err: &re}
+	}
+	if result == nil {
+		return nil
+	}
+	if err := wire.Unmarshal(m.Data, result); err != nil {
+		return &Error{Context: f.c.name, Method: f.method, Err: err}
+	}
+	return nil
+}
+
+// Control sends a resize or signal to the running call.
+func (f *Future) Control(ctl rpc.Control) error {
+	f.mu.Lock()
+	ctl.Call = f.handle
+	f.mu.Unlock()
+	data, err := wire.Marshal(&ctl)
+	if err != nil {
+		return err
+	}
+	return f.c.ctl.rt.Send(&router.Message{Dst: f.c.id, Handle: router.HandleControl, Data: data})
+}

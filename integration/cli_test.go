@@ -1,0 +1,164 @@
+package integration_test
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testagent"
+)
+
+// buildCLI builds cmd/spindle for t. It embeds no agents (a plain go
+// build): it ships $SPINDLE_AGENT, which TestMain set, to this machine.
+func buildCLI(t *testing.T) string {
+	t.Helper()
+	bin, err := testagent.BuildPackage("./cmd/spindle", "spindle")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	return bin
+}
+
+// cli runs the spindle binary and returns stdout, stderr, exit status.
+func cli(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := osexec.Command(bin, args...)
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	// Nothing from the caller's ssh-agent.
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "SSH_AUTH_SOCK=") {
+			cmd.Env = append(cmd.Env, e)
+		}
+	}
+	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Run()
+	code := 0
+	var ee *osexec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("spindle %q: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+var (
+	uploadedRe = regexp.MustCompile(`(?i)upload|sending agent`)
+	cachedRe   = regexp.MustCompile(`(?i)cached`)
+)
+
+// Issue 3's acceptance, as a user types it: `spindle run
+// ssh:user@127.0.0.1:PORT -- uname -a` against a fresh sshd with an empty
+// cache; at -v the first run says it uploaded the agent, the second that
+// it used the cached one.
+func TestCLIRunSSH(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/bash")
+	bin := buildCLI(t)
+
+	t.Run("target", func(t *testing.T) {
+		target := fmt.Sprintf("ssh:%s@127.0.0.1:%d", tg.u.Name, tg.s.Port)
+		args := []string{"-v", "-F", "none", "-i", tg.key.Path, "-o", "IdentitiesOnly=yes",
+			"-o", "UserKnownHostsFile=" + tg.kh, "run", target, "--", "uname", "-a"}
+		checkTwoRuns(t, tg, bin, args)
+	})
+
+	t.Run("ssh_config", func(t *testing.T) {
+		cfg := filepath.Join(sshtest.TempDir(t, "cli-"), "ssh_config")
+		os.WriteFile(cfg, []byte(fmt.Sprintf(`Host t
+  HostName 127.0.0.1
+  Port %d
+  User %s
+  IdentityFile %s
+  IdentitiesOnly yes
+  UserKnownHostsFile %s
+  StrictHostKeyChecking yes
+`, tg.s.Port, tg.u.Name, tg.key.Path, tg.kh)), 0o600)
+		// The agent is cached by the first subtest: remove it to start
+		// from an empty cache again.
+		for _, f := range agentFiles(tg.u) {
+			os.Remove(f)
+		}
+		checkTwoRuns(t, tg, bin, []string{"-v", "-F", cfg, "run", "t", "--", "uname", "-a"})
+
+		// Exit statuses pass through.
+		if _, _, code := cli(t, bin, "-F", cfg, "run", "t", "--", "sh", "-c", "exit 3"); code != 3 {
+			t.Errorf("exit 3 came back as %d", code)
+		}
+	})
+
+	t.Run("unknown-host-key", func(t *testing.T) {
+		empty := filepath.Join(sshtest.TempDir(t, "cli-"), "known_hosts")
+		os.WriteFile(empty, nil, 0o600)
+		target := fmt.Sprintf("ssh:%s@127.0.0.1:%d", tg.u.Name, tg.s.Port)
+		_, stderr, code := cli(t, bin, "-F", "none", "-i", tg.key.Path, "-o", "UserKnownHostsFile="+empty,
+			"run", target, "--", "true")
+		if code != 255 {
+			t.Errorf("unknown host key: exit %d, want 255", code)
+		}
+		if !regexp.MustCompile(`(?i)host key`).MatchString(stderr) {
+			t.Errorf("unknown host key: stderr does not say so:\n%s", stderr)
+		}
+	})
+}
+
+func checkTwoRuns(t *testing.T, tg *target, bin string, args []string) {
+	t.Helper()
+	for i, want := range []*regexp.Regexp{uploadedRe, cachedRe} {
+		start := time.Now()
+		stdout, stderr, code := cli(t, bin, args...)
+		t.Logf("run %d (%v): exit %d\nstdout: %s\nstderr:\n%s", i+1, time.Since(start), code, stdout, stderr)
+		if code != 0 || !strings.Contains(stdout, "Linux") {
+			t.Fatalf("run %d: exit %d, stdout %q", i+1, code, stdout)
+		}
+		if !want.MatchString(stderr) {
+			t.Errorf("run %d: -v stderr does not match %v", i+1, want)
+		}
+		if i == 1 && uploadedRe.MatchString(stderr) {
+			t.Errorf("run 2 uploaded the agent again")
+		}
+	}
+	if fs := agentFiles(tg.u); len(fs) != 1 {
+		t.Errorf("cached agents after two runs: %v", fs)
+	}
+}
+
+// TestCLIRunVia: `spindle run -J FIRST SECOND -- …` reaches SECOND through
+// FIRST's agent, with the controller's key, and the same chain can end in
+// a become hop.
+func TestCLIRunVia(t *testing.T) {
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	second := newTarget(t, "/bin/bash")
+	sudoers(t, second.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+	bin := buildCLI(t)
+	kh := filepath.Join(sshtest.TempDir(t, "cli-"), "known_hosts")
+	os.WriteFile(kh, []byte(first.s.HostKeyLine(t)+"\n"+second.s.HostKeyLine(t)+"\n"), 0o600)
+	common := []string{"-F", "none", "-i", first.key.Path, "-i", second.key.Path, "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + kh}
+	via := fmt.Sprintf("ssh:%s@127.0.0.1:%d", first.u.Name, first.s.Port)
+	far := fmt.Sprintf("ssh:%s@127.0.0.1:%d", second.u.Name, second.s.Port)
+
+	out, errs, code := cli(t, bin, append(common, "run", "-J", via, far, "--", "id", "-un")...)
+	if code != 0 || strings.TrimSpace(out) != second.u.Name {
+		t.Fatalf("run -J: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	out, errs, code = cli(t, bin, append(common, "run", via+","+far+",sudo", "--", "id", "-un")...)
+	if code != 0 || strings.TrimSpace(out) != "root" {
+		t.Fatalf("run FIRST,SECOND,sudo: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	if keys := privateKeysUnder(t, first.u.Home); len(keys) > 0 {
+		t.Errorf("private keys on the first hop: %v", keys)
+	}
+}

@@ -1,0 +1,260 @@
+package integration_test
+
+import (
+	stdctx "context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/connectors/container/containertest"
+	"github.com/spindle-rpc/spindle/connectors/docker"
+	"github.com/spindle-rpc/spindle/connectors/local"
+	"github.com/spindle-rpc/spindle/connectors/setns"
+	sexec "github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/sys"
+)
+
+// The container tests start agents in containers of the busybox-only image
+// (scripts/test-image.sh: a static busybox, root and app, nothing else)
+// through a local agent, as a controller reaches a container behind a
+// host: controller → local agent → docker exec (or setns) → agent in the
+// container, which got its binary from the local agent's RAM.
+
+// inContainer checks that cx is an agent inside container c, running as
+// uid (user), and that it sees the container's hostname, filesystem, pid
+// and network namespaces rather than the host's.
+func inContainer(t *testing.T, cx *spindle.Context, c containertest.Container, uid int, user, home string) {
+	t.Helper()
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
+	defer cancel()
+	info, err := sys.Info(ctx, cx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Hostname != c.Name || info.UID != uid || info.User != user || info.Home != home || info.PID != cx.Hello().PID {
+		t.Fatalf("sys.Info in the container: %+v; want hostname %s, uid %d, user %s, home %s, pid %d",
+			info, c.Name, uid, user, home, cx.Hello().PID)
+	}
+	if got := strings.TrimSpace(run(t, cx, "id", "-u")); got != strconv.Itoa(uid) {
+		t.Errorf("id -u: %q, want %d", got, uid)
+	}
+	if got := strings.TrimSpace(run(t, cx, "hostname")); got != c.Name {
+		t.Errorf("hostname: %q, want %s", got, c.Name)
+	}
+	if got := strings.TrimSpace(run(t, cx, "cat", "/etc/hostname")); got != c.Name {
+		t.Errorf("/etc/hostname: %q, want %s", got, c.Name)
+	}
+	// The container's root: sh is the static busybox and the host's
+	// files are not there.
+	if got := strings.TrimSpace(run(t, cx, "readlink", "-f", "/bin/sh")); got != "/bin/busybox" {
+		t.Errorf("/bin/sh is %q, want /bin/busybox (the test image)", got)
+	}
+	if _, err := os.Stat("/etc/debian_version"); err == nil {
+		res, err := sexec.Run(ctx, cx, sexec.Cmd{Argv: []string{"cat", "/etc/debian_version"}})
+		if err != nil || res.ExitCode == 0 {
+			t.Errorf("the host's /etc/debian_version is visible in the container: %v %+v", err, res)
+		}
+	}
+	// The container's pid namespace: its pid 1 is the image's sleep.
+	if got := run(t, cx, "cat", "/proc/1/cmdline"); got != "sleep\x003600\x00" {
+		t.Errorf("pid 1 in the agent's view: %q, want the container's sleep 3600", got)
+	}
+	// The container's network namespace: the same as its leader's, not
+	// the host's.
+	theirs, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/net", c.LeaderPID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours, err := os.Readlink("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.TrimSpace(run(t, cx, "readlink", "/proc/self/ns/net"))
+	if got != theirs || got == ours {
+		t.Errorf("network namespace in the container: %s; the container's is %s, the host's %s", got, theirs, ours)
+	}
+}
+
+// gone checks, from another agent in the same container, that process pid
+// (in the container's pid namespace) has exited.
+func gone(t *testing.T, other *spindle.Context, pid int) {
+	t.Helper()
+	stat := run(t, other, "sh", "-c", fmt.Sprintf("cat /proc/%d/stat 2>/dev/null; true", pid))
+	if stat != "" && !strings.Contains(stat, ") Z ") {
+		t.Errorf("the closed agent (pid %d in the container) still runs: %s", pid, stat)
+	}
+}
+
+func randomName(prefix string) string {
+	b := make([]byte, 4)
+	rand.Read(b)
+	return prefix + hex.EncodeToString(b)
+}
+
+// TestDockerConnector: docker exec into a busybox-only container, as root
+// and as app; the same hop again is the same child; Close ends the agent
+// in the container.
+func TestDockerConnector(t *testing.T) {
+	t.Parallel()
+	c := containertest.Run(t)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	root, err := parent.Connect(ctx, docker.Options{Container: c.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → docker:" + c.Name; root.Name() != want {
+		t.Fatalf("child name %q, want %q", root.Name(), want)
+	}
+	inContainer(t, root, c, 0, "root", "/root")
+	if again, err := parent.Connect(ctx, docker.Options{Container: c.Name}); err != nil || again != root {
+		t.Fatalf("connecting docker:%s again gave %v, %v; want the running child", c.Name, again, err)
+	}
+
+	app, err := parent.Connect(ctx, docker.Options{Container: c.Name, User: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app == root || app.Name() != "local → docker:app@"+c.Name {
+		t.Fatalf("the app hop is %q (same as root: %v)", app.Name(), app == root)
+	}
+	inContainer(t, app, c, 1000, "app", "/home/app")
+
+	pid := app.Hello().PID
+	if err := app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-app.Done()
+	gone(t, root, pid)
+}
+
+// TestDockerConnectorErrors: what a user gets wrong is a clear error of
+// the right kind that names the hop and says what to do.
+func TestDockerConnectorErrors(t *testing.T) {
+	t.Parallel()
+	c := containertest.Run(t)
+	stopped := containertest.Create(t)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	missing := randomName("spt-missing-")
+	for _, tc := range []struct {
+		what string
+		opts docker.Options
+		want []string
+	}{
+		{"no such container", docker.Options{Container: missing},
+			[]string{"local → docker:" + missing, "no such container", "docker ps -a"}},
+		{"a stopped container", docker.Options{Container: stopped},
+			[]string{"local → docker:" + stopped, "not running", "docker start " + stopped}},
+		{"no such user", docker.Options{Container: c.Name, User: "nosuchuser"},
+			[]string{"docker:nosuchuser@" + c.Name, "no such user", "nosuchuser"}},
+		{"docker not installed", docker.Options{Container: c.Name, DockerPath: "/nonexistent/docker"},
+			[]string{"docker:" + c.Name, "not installed", "/nonexistent/docker does not exist", "DockerPath"}},
+	} {
+		_, err := parent.Connect(ctx, tc.opts)
+		if !errors.Is(err, spindle.ErrNotFound) {
+			t.Errorf("%s: %v, want an error that is ErrNotFound", tc.what, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(lower(err), strings.ToLower(w)) {
+				t.Errorf("%s: %q does not say %q", tc.what, err, w)
+			}
+		}
+		t.Logf("%s: %v", tc.what, err)
+	}
+	// The failures left the parent working.
+	if err := sys.Ping(ctx, parent); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestSetnsConnector: the local agent (root) joins a busybox-only
+// container's namespaces itself and starts the agent there with the
+// container's sh, by container name (docker inspect) and by PID, as root
+// and as app.
+func TestSetnsConnector(t *testing.T) {
+	t.Parallel()
+	containertest.NeedRoot(t, "setns enters a container's namespaces")
+	c := containertest.Run(t)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	root, err := parent.Connect(ctx, setns.Options{Container: c.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → setns:" + c.Name; root.Name() != want {
+		t.Fatalf("child name %q, want %q", root.Name(), want)
+	}
+	inContainer(t, root, c, 0, "root", "/root")
+	if again, err := parent.Connect(ctx, setns.Options{Container: c.Name}); err != nil || again != root {
+		t.Fatalf("connecting setns:%s again gave %v, %v; want the running child", c.Name, again, err)
+	}
+
+	app, err := parent.Connect(ctx, setns.Options{Container: c.Name, User: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inContainer(t, app, c, 1000, "app", "/home/app")
+	if got := strings.TrimSpace(run(t, app, "id", "-G")); got != "1000" {
+		t.Errorf("app's groups in the container: %q, want 1000 (the host's groups must not leak in)", got)
+	}
+
+	byPID, err := parent.Connect(ctx, setns.Options{PID: c.LeaderPID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if byPID == root || byPID.Name() != "local → setns:"+strconv.Itoa(c.LeaderPID) {
+		t.Fatalf("the PID hop is %q", byPID.Name())
+	}
+	inContainer(t, byPID, c, 0, "root", "/root")
+
+	pid := app.Hello().PID
+	if err := app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-app.Done()
+	gone(t, root, pid)
+
+	missing := randomName("spt-missing-")
+	stopped := containertest.Create(t)
+	for _, tc := range []struct {
+		what string
+		opts setns.Options
+		want []string
+	}{
+		{"no such container", setns.Options{Container: missing},
+			[]string{"local → setns:" + missing, "no such container", "docker ps -a"}},
+		{"a stopped container", setns.Options{Container: stopped},
+			[]string{"local → setns:" + stopped, "not running", "start it"}},
+		{"no such user", setns.Options{Container: c.Name, User: "nosuchuser"},
+			[]string{"setns:nosuchuser@" + c.Name, "no such user", "nosuchuser"}},
+		{"docker not installed", setns.Options{Container: c.Name, RuntimePath: "/nonexistent/docker"},
+			[]string{"not installed", "/nonexistent/docker does not exist", "RuntimePath"}},
+	} {
+		_, err := parent.Connect(ctx, tc.opts)
+		if !errors.Is(err, spindle.ErrNotFound) {
+			t.Errorf("%s: %v, want an error that is ErrNotFound", tc.what, err)
+			continue
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(lower(err), strings.ToLower(w)) {
+				t.Errorf("%s: %q does not say %q", tc.what, err, w)
+			}
+		}
+		t.Logf("%s: %v", tc.what, err)
+	}
+}

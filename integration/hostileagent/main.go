@@ -1,0 +1,93 @@
+// Command hostileagent is a test build of the agent that behaves like a
+// compromised target. It is a full agent (so it bootstraps and serves like
+// any other), plus one method, hostile.Attack, which tries every way out
+// of its branch that the security policy forbids: calling a sibling,
+// forging the controller's or a sibling's src, calling its parent's and
+// the controller's services, hijacking a sibling's route, and opening a
+// circuit upward. Each attempt tries to create a marker file, so a test
+// can tell whether anything ran. The routers that receive these messages
+// must refuse and log every one; integration/hostile_test.go checks.
+package main
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/spindle-rpc/spindle/agent"
+	"github.com/spindle-rpc/spindle/internal/wire"
+	"github.com/spindle-rpc/spindle/router"
+	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/vmihailenco/msgpack/v5"
+)
+
+// AttackArgs names the victims.
+type AttackArgs struct {
+	Parent  uint32 `msgpack:"parent"`
+	Sibling uint32 `msgpack:"sibling"`
+	Marker  string `msgpack:"marker"` // attempt N tries to create Marker-N
+}
+
+// AttackResult says which attempts this agent could even put on the wire.
+type AttackResult struct {
+	Sent []string `msgpack:"sent"`
+}
+
+// routeAnnouncement mirrors the router's add_route payload.
+type routeAnnouncement struct {
+	Op  uint8    `msgpack:"op"`
+	IDs []uint32 `msgpack:"ids"`
+}
+
+func main() {
+	agent.Main(agent.WithRouterServices(func(rt *router.Router, reg *rpc.Registry) {
+		reg.Handle("hostile.Attack", func(ctx context.Context, call *rpc.Call) (any, error) {
+			var a AttackArgs
+			if err := call.Args(&a); err != nil {
+				return nil, err
+			}
+			return attack(rt, a)
+		})
+	}))
+}
+
+func touch(path string) []byte {
+	args, _ := wire.Marshal(&exec.Cmd{Argv: []string{"touch", path}})
+	b, _ := wire.Marshal(&rpc.Request{Method: exec.MethodRun, Args: msgpack.RawMessage(args)})
+	return b
+}
+
+func attack(rt *router.Router, a AttackArgs) (*AttackResult, error) {
+	var res AttackResult
+	me := rt.ID()
+	try := func(name string, err error) {
+		if err == nil {
+			res.Sent = append(res.Sent, name)
+		}
+	}
+	m := func(n int) string { return fmt.Sprintf("%s-%d", a.Marker, n) }
+
+	// 1. Address a sibling branch directly.
+	try("call-sibling", rt.Send(&router.Message{Dst: a.Sibling, Handle: router.HandleCall, Data: touch(m(1))}))
+	// 2. Claim to be the controller, toward the sibling.
+	try("forge-controller-to-sibling", rt.UnsafeSendUpward(&router.Message{Src: router.ControllerID, Dst: a.Sibling, Handle: router.HandleCall, Data: touch(m(2))}))
+	// 3. Call a service on the parent agent.
+	try("call-parent", rt.Send(&router.Message{Dst: a.Parent, Handle: router.HandleCall, Data: touch(m(3))}))
+	// 4. Call a service on the controller.
+	try("call-controller", rt.Send(&router.Message{Dst: router.ControllerID, Handle: router.HandleCall, Data: touch(m(4))}))
+	// 5. Claim to be the sibling, toward the parent.
+	try("forge-sibling-to-parent", rt.UnsafeSendUpward(&router.Message{Src: a.Sibling, Dst: a.Parent, Handle: router.HandleCall, Data: touch(m(5))}))
+	// 6. Announce the sibling's id as ours, to steal its traffic.
+	ann, _ := wire.Marshal(&routeAnnouncement{Op: 2, IDs: []uint32{a.Sibling}})
+	try("hijack-sibling-route", rt.UnsafeSendUpward(&router.Message{Src: me, Dst: router.ControllerID, Handle: router.HandleRoute, Data: ann}))
+	// 7. Open a circuit upward, toward the sibling.
+	if c, err := rt.UnsafeOpenUpward(&router.Message{Src: me, Dst: a.Sibling, Handle: router.HandleCall, Data: touch(m(7))}); err == nil {
+		res.Sent = append(res.Sent, "circuit-upward")
+		// The parent refuses it by closing the stream (after logging):
+		// wait for that, so the refusal is logged before this reply.
+		buf := make([]byte, 1)
+		c.Read(buf)
+		c.Close()
+	}
+	return &res, nil
+}

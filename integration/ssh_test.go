@@ -1,0 +1,562 @@
+package integration_test
+
+import (
+	stdctx "context"
+	"errors"
+	"fmt"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/sys"
+)
+
+// Issue 3: first contact uploads the agent into the user's private cache
+// dir; the second contact runs it from there without an upload.
+func TestSSHFirstAndCachedContact(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/bash")
+	if fs := agentFiles(tg.u); len(fs) != 0 {
+		t.Fatalf("fresh user already has cached agents: %v", fs)
+	}
+
+	ctl, cx := mustConnect(t, tg, tg.opts())
+	if out := run(t, cx, "uname", "-a"); !strings.Contains(out, "Linux") {
+		t.Fatalf("uname -a: %q", out)
+	}
+	if out := run(t, cx, "id", "-un"); strings.TrimSpace(out) != tg.u.Name {
+		t.Fatalf("runs as %q, want %s", out, tg.u.Name)
+	}
+	h := cx.Hello()
+	if h.UID != tg.u.UID {
+		t.Fatalf("hello uid %d, want %d", h.UID, tg.u.UID)
+	}
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 10*time.Second)
+	defer cancel()
+	if err := sys.Ping(ctx, cx); err != nil {
+		t.Fatalf("sys.Ping: %v", err)
+	}
+	info, err := sys.Info(ctx, cx)
+	if err != nil {
+		t.Fatalf("sys.Info: %v", err)
+	}
+	if info.User != tg.u.Name || info.Home != tg.u.Home || info.OS != "linux" {
+		t.Errorf("sys.Info: user %q home %q os %q; want %s %s linux", info.User, info.Home, info.OS, tg.u.Name, tg.u.Home)
+	}
+	first := logText(tg.logs)
+	agent := oneAgentFile(t, tg.u)
+	if want := tg.u.CacheDirs()[0]; filepath.Dir(agent) != want {
+		t.Errorf("agent cached in %s, want the first candidate %s", filepath.Dir(agent), want)
+	}
+	checkPrivate(t, tg.u, agent)
+	before := inodeOf(t, agent)
+	ctl.Close()
+	waitGone(t, h.PID)
+
+	_, cx2 := mustConnect(t, tg, tg.opts())
+	if out := run(t, cx2, "echo", "again"); out != "again\n" {
+		t.Fatalf("second contact: %q", out)
+	}
+	if cx2.Hello().PID == h.PID {
+		t.Fatalf("second contact reached the first agent (pid %d)", h.PID)
+	}
+	if after := inodeOf(t, oneAgentFile(t, tg.u)); after != before {
+		t.Errorf("the cached agent was rewritten on second contact (%s → %s): not cached", before, after)
+	}
+	second := logText(tg.logs)
+	t.Logf("first contact logs:\n%s\nsecond contact logs:\n%s", first, second)
+	// Visible at debug level: the wording is bootstrap's; be tolerant.
+	if !regexp.MustCompile(`(?i)upload|send|transfer|deliver`).MatchString(first) {
+		t.Errorf("first contact logged nothing about uploading the agent")
+	}
+	if !regexp.MustCompile(`(?i)cache`).MatchString(second) {
+		t.Errorf("second contact logged nothing about a cached agent")
+	}
+}
+
+// checkPrivate: the cache dir and file belong to the user, 0700 dir.
+func checkPrivate(t *testing.T, u *sshtest.User, agent string) {
+	t.Helper()
+	for _, p := range []string{filepath.Dir(agent), agent} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if int(st.Uid) != u.UID {
+			t.Errorf("%s owned by uid %d, want %d", p, st.Uid, u.UID)
+		}
+		if st.Mode&0o022 != 0 {
+			t.Errorf("%s has mode %o: writable by others", p, st.Mode&0o777)
+		}
+	}
+	var st syscall.Stat_t
+	syscall.Lstat(filepath.Dir(agent), &st)
+	if st.Mode&0o077 != 0 {
+		t.Errorf("cache dir mode %o, want 0700", st.Mode&0o777)
+	}
+}
+
+// The first stage survives every login shell: it is one `sh -c '…'` line.
+func TestSSHLoginShells(t *testing.T) {
+	t.Parallel()
+	shells := []string{"/bin/bash", "/bin/dash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/tcsh", "busybox-ash"}
+	for _, sh := range shells {
+		t.Run(filepath.Base(sh), func(t *testing.T) {
+			t.Parallel()
+			sshtest.Require(t)
+			if sh == "busybox-ash" {
+				sshtest.RequireShell(t, "/bin/busybox")
+				// sshd runs `$SHELL -c cmd` with argv[0] = basename: a
+				// symlink named ash makes busybox act as ash.
+				sh = filepath.Join(sshtest.TempDir(t, "ash-"), "ash")
+				if err := os.Symlink("/bin/busybox", sh); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				sshtest.RequireShell(t, sh)
+			}
+			tg := newTarget(t, sh)
+			_, cx := mustConnect(t, tg, tg.opts())
+			if out := run(t, cx, "echo", "ok"); out != "ok\n" {
+				t.Fatalf("echo ok: %q", out)
+			}
+			// Cached contact through the same shell.
+			ctl2, cx2 := mustConnect(t, tg, tg.opts())
+			if out := run(t, cx2, "echo", "ok"); out != "ok\n" {
+				t.Fatalf("cached: echo ok: %q", out)
+			}
+			ctl2.Close()
+		})
+	}
+}
+
+// Login scripts that print (even a fake hello) do not break the start and
+// never reach a command's output.
+func TestSSHLoginNoise(t *testing.T) {
+	t.Parallel()
+	const noise = "NOISE from %s: SPINDLE-HELLO 0000 {\"proto\":1} motd-like text"
+	cases := []struct {
+		shell string
+		files map[string]string
+	}{
+		{"/bin/bash", map[string]string{
+			".bashrc":  fmt.Sprintf("echo '%s'; echo 'bashrc stderr' >&2\n", fmt.Sprintf(noise, ".bashrc")),
+			".profile": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".profile")),
+		}},
+		{"/usr/bin/zsh", map[string]string{".zshenv": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".zshenv"))}},
+		{"/usr/bin/fish", map[string]string{".config/fish/config.fish": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, "config.fish"))}},
+		{"/usr/bin/tcsh", map[string]string{".cshrc": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".cshrc"))}},
+	}
+	for _, tc := range cases {
+		t.Run(filepath.Base(tc.shell), func(t *testing.T) {
+			t.Parallel()
+			sshtest.Require(t)
+			sshtest.RequireShell(t, tc.shell)
+			tg := newTarget(t, tc.shell)
+			for name, content := range tc.files {
+				tg.u.WriteFile(t, name, content, 0o644)
+			}
+			for i, what := range []string{"first contact", "cached contact"} {
+				ctl, cx := mustConnect(t, tg, tg.opts())
+				if out := run(t, cx, "echo", "ok"); out != "ok\n" {
+					t.Fatalf("%s: echo ok: %q", what, out)
+				}
+				if i == 0 && !strings.Contains(logText(tg.logs), "NOISE") {
+					t.Logf("%s: the skipped noise was not logged at debug level:\n%s", what, logText(tg.logs))
+				}
+				ctl.Close()
+			}
+		})
+	}
+}
+
+// An unknown host key is refused by default, accepted and recorded with
+// accept-new; a changed key is refused with a warning naming the
+// known_hosts line, whatever the policy.
+func TestSSHHostKeys(t *testing.T) {
+	t.Parallel()
+	t.Run("unknown-refused", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		tg.kh = filepath.Join(sshtest.TempDir(t, "kh-"), "known_hosts")
+		os.WriteFile(tg.kh, nil, 0o600)
+		_, _, err := connect(t, tg, tg.opts())
+		if !errors.Is(err, spindle.ErrHostKey) {
+			t.Fatalf("unknown host key: want ErrHostKey, got %v", err)
+		}
+		if b, _ := os.ReadFile(tg.kh); len(b) != 0 {
+			t.Fatalf("strict policy wrote known_hosts: %q", b)
+		}
+		if !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("error does not name the host: %v", err)
+		}
+		if len(tg.u.Pids()) != 0 {
+			t.Errorf("something ran as the user after a refused host key")
+		}
+	})
+	t.Run("unknown-accept-new", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		tg.kh = filepath.Join(sshtest.TempDir(t, "kh-"), "known_hosts")
+		os.WriteFile(tg.kh, nil, 0o600)
+		o := tg.opts()
+		o.HostKeyPolicy = ssh.HostKeyAcceptNew
+		ctl, cx := mustConnect(t, tg, o)
+		run(t, cx, "true")
+		ctl.Close()
+		b, _ := os.ReadFile(tg.kh)
+		key := strings.Fields(tg.s.HostKeyLine(t))[2]
+		if !strings.Contains(string(b), key) {
+			t.Fatalf("accept-new did not record the host key; known_hosts is %q", b)
+		}
+		// Recorded so that a strict connection now trusts it.
+		_, cx2 := mustConnect(t, tg, tg.opts())
+		run(t, cx2, "true")
+	})
+	t.Run("changed-refused", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		// Line 2 holds the server's (soon old) key: the error must say so.
+		old, _ := os.ReadFile(tg.kh)
+		os.WriteFile(tg.kh, append([]byte("# a comment line\n"), old...), 0o600)
+		tg.s.RestartWithNewHostKey(t)
+		for _, policy := range []ssh.HostKeyPolicy{"", ssh.HostKeyStrict, ssh.HostKeyAcceptNew} {
+			o := tg.opts()
+			o.HostKeyPolicy = policy
+			_, _, err := connect(t, tg, o)
+			if !errors.Is(err, spindle.ErrHostKey) {
+				t.Fatalf("policy %q: changed host key: want ErrHostKey, got %v", policy, err)
+			}
+			if !strings.Contains(err.Error(), tg.kh+":2") {
+				t.Errorf("policy %q: the error does not name the known_hosts line %s:2: %v", policy, tg.kh, err)
+			}
+			if !regexp.MustCompile(`(?i)chang`).MatchString(err.Error()) {
+				t.Errorf("policy %q: the error does not say the key changed: %v", policy, err)
+			}
+		}
+		if b, _ := os.ReadFile(tg.kh); !strings.HasPrefix(string(b), "# a comment line\n"+string(old)) || len(b) != len(old)+len("# a comment line\n") {
+			t.Errorf("known_hosts was modified after a changed key: %q", b)
+		}
+	})
+}
+
+// Authentication failures are ErrAuth, quickly, with no prompt.
+func TestSSHAuthFailures(t *testing.T) {
+	t.Parallel()
+	t.Run("wrong-password", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		o := tg.opts()
+		o.IdentityFiles = nil
+		o.Password = "not-" + tg.u.Password
+		start := time.Now()
+		_, _, err := connect(t, tg, o)
+		if !errors.Is(err, spindle.ErrAuth) {
+			t.Fatalf("wrong password: want ErrAuth, got %v", err)
+		}
+		t.Logf("wrong password: %v (%v)", err, time.Since(start))
+	})
+	t.Run("right-password", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		o := tg.opts()
+		o.IdentityFiles = nil
+		o.Password = tg.u.Password
+		_, cx := mustConnect(t, tg, o)
+		run(t, cx, "true")
+	})
+	t.Run("no-acceptable-key", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		o := tg.opts()
+		o.IdentityFiles = []string{sshtest.ClientKey(t).Path} // not authorized
+		_, _, err := connect(t, tg, o)
+		if !errors.Is(err, spindle.ErrAuth) {
+			t.Fatalf("unauthorized key: want ErrAuth, got %v", err)
+		}
+		if !strings.Contains(err.Error(), tg.u.Name) && !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("auth error names neither user nor host: %v", err)
+		}
+	})
+}
+
+// Nothing listening: a prompt, clear error naming the address.
+func TestSSHConnectionRefused(t *testing.T) {
+	t.Parallel()
+	sshtest.Require(t)
+	port := sshtest.ClosedPort(t)
+	only := true
+	o := ssh.Options{Host: "127.0.0.1", Port: port, User: "nobody", ConfigFile: "none", IdentitiesOnly: &only,
+		KnownHostsFiles: []string{filepath.Join(t.TempDir(), "known_hosts")}, ConnectTimeout: 10 * time.Second}
+	start := time.Now()
+	_, _, err := connect(t, nil, o)
+	if err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("connection refused took %v", el)
+	}
+	if !strings.Contains(lower(err), "refused") || !strings.Contains(err.Error(), strconv.Itoa(port)) {
+		t.Errorf("unclear error for a closed port %d: %v", port, err)
+	}
+	if errors.Is(err, spindle.ErrAuth) || errors.Is(err, spindle.ErrHostKey) {
+		t.Errorf("connection refused classified as auth/host key: %v", err)
+	}
+}
+
+// A user whose every candidate cache dir is unusable gets a clear error;
+// one whose first candidate is unusable falls back to the next.
+func TestSSHCacheDirs(t *testing.T) {
+	t.Parallel()
+	t.Run("not-owned", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		// ~/.cache is the user's; every candidate leaf dir is root's.
+		tg.u.WriteFile(t, ".cache/.keep", "", 0o644)
+		os.Chown(filepath.Join(tg.u.Home, ".cache"), tg.u.UID, tg.u.GID)
+		for _, d := range tg.u.CacheDirs() {
+			if err := os.Mkdir(d, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}
+		checkNoCacheDir(t, tg)
+	})
+	t.Run("noexec", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		for _, d := range tg.u.CacheDirs() {
+			sshtest.MountTmpfs(t, d, "noexec,mode=0700,uid="+strconv.Itoa(tg.u.UID)+",gid="+strconv.Itoa(tg.u.GID))
+		}
+		checkNoCacheDir(t, tg)
+	})
+	t.Run("fallback", func(t *testing.T) {
+		t.Parallel()
+		tg := newTarget(t, "/bin/sh")
+		dirs := tg.u.CacheDirs()
+		sshtest.MountTmpfs(t, dirs[0], "noexec,mode=0700,uid="+strconv.Itoa(tg.u.UID)+",gid="+strconv.Itoa(tg.u.GID))
+		_, cx := mustConnect(t, tg, tg.opts())
+		run(t, cx, "true")
+		if got := filepath.Dir(oneAgentFile(t, tg.u)); got != dirs[1] {
+			t.Errorf("agent cached in %s, want the next candidate %s", got, dirs[1])
+		}
+	})
+}
+
+func checkNoCacheDir(t *testing.T, tg *target) {
+	t.Helper()
+	start := time.Now()
+	_, _, err := connect(t, tg, tg.opts())
+	if err == nil {
+		t.Fatalf("connected with no usable cache dir (agents: %v)", agentFiles(tg.u))
+	}
+	t.Logf("error after %v: %v", time.Since(start), err)
+	if !strings.Contains(lower(err), "cache") {
+		t.Errorf("the error does not mention the cache dirs: %v", err)
+	}
+	if !strings.Contains(err.Error(), tg.u.CacheDirs()[0]) {
+		t.Errorf("the error does not name the candidate %s: %v", tg.u.CacheDirs()[0], err)
+	}
+	if errors.Is(err, spindle.ErrAuth) || errors.Is(err, spindle.ErrHostKey) {
+		t.Errorf("classified as auth/host key: %v", err)
+	}
+}
+
+// A cached agent whose bytes changed is detected and replaced.
+func TestSSHTamperedAgent(t *testing.T) {
+	t.Parallel()
+	for _, how := range []string{"corrupted", "truncated"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			tg := newTarget(t, "/bin/sh")
+			ctl, cx := mustConnect(t, tg, tg.opts())
+			pid := cx.Hello().PID
+			ctl.Close()
+			waitGone(t, pid)
+			agent := oneAgentFile(t, tg.u)
+			good := sha256File(t, agent)
+			tamper(t, agent, how)
+			bad := sha256File(t, agent)
+			if bad == good {
+				t.Fatal("tampering changed nothing")
+			}
+			_, cx2 := mustConnect(t, tg, tg.opts())
+			if out := run(t, cx2, "echo", "ok"); out != "ok\n" {
+				t.Fatalf("echo ok: %q", out)
+			}
+			now := sha256File(t, oneAgentFile(t, tg.u))
+			if now == bad {
+				t.Fatalf("the tampered agent is still cached")
+			}
+			if now != good {
+				t.Errorf("the replaced agent's sha256 is %s, want the original %s", now, good)
+			}
+			t.Logf("logs:\n%s", logText(tg.logs))
+		})
+	}
+}
+
+func tamper(t *testing.T, p, how string) {
+	t.Helper()
+	switch how {
+	case "truncated":
+		if err := os.Truncate(p, 4096); err != nil {
+			t.Fatal(err)
+		}
+	default:
+		f, err := os.OpenFile(p, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		fi, _ := f.Stat()
+		junk := []byte(strings.Repeat("\xde\xad\xbe\xef", 16))
+		if _, err := f.WriteAt(junk, fi.Size()/2); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A remote agent killed during a call: the call fails with a disconnected
+// error naming the host, well within the keepalive bound.
+func TestSSHAgentKilled(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	o := tg.opts()
+	o.KeepaliveInterval, o.KeepaliveCountMax = time.Second, 3
+	bound := o.KeepaliveInterval*time.Duration(o.KeepaliveCountMax) + 2*time.Second
+	_, cx := mustConnect(t, tg, o)
+	res := make(chan error, 1)
+	go func() {
+		_, err := exec.Run(stdctx.Background(), cx, exec.Cmd{Argv: []string{"sleep", "100"}})
+		res <- err
+	}()
+	waitProcess(t, tg.u, "sleep 100")
+	start := time.Now()
+	if err := syscall.Kill(cx.Hello().PID, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-res:
+		t.Logf("failed after %v: %v", time.Since(start), err)
+		if !errors.Is(err, spindle.ErrDisconnected) {
+			t.Errorf("want ErrDisconnected, got %v", err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "127.0.0.1") {
+			t.Errorf("the error does not name the host: %v", err)
+		}
+	case <-time.After(bound):
+		t.Fatalf("the call did not fail within %v of the agent's death", bound)
+	}
+	select {
+	case <-cx.Done():
+	case <-time.After(bound):
+		t.Errorf("the context is not marked dead")
+	}
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 5*time.Second)
+	defer cancel()
+	if err := sys.Ping(ctx, cx); !errors.Is(err, spindle.ErrDisconnected) {
+		t.Errorf("a call after the death: want ErrDisconnected, got %v", err)
+	}
+}
+
+// A silently dead network (no FIN, no RST) is detected by the SSH
+// keepalives within their bound.
+func TestSSHNetworkBlackholed(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	p := sshtest.StartProxy(t, tg.s.Addr(), 0)
+	host, portS, _ := strings.Cut(p.Addr(), ":")
+	port, _ := strconv.Atoi(portS)
+	kh := filepath.Join(sshtest.TempDir(t, "kh-"), "known_hosts")
+	line := strings.Replace(tg.s.HostKeyLine(t), tg.s.KnownHostsName(), "["+host+"]:"+portS, 1)
+	os.WriteFile(kh, []byte(line+"\n"), 0o600)
+	o := tg.opts()
+	o.Port, o.KnownHostsFiles = port, []string{kh}
+	o.KeepaliveInterval, o.KeepaliveCountMax = time.Second, 3
+	bound := o.KeepaliveInterval*time.Duration(o.KeepaliveCountMax+1) + 3*time.Second
+	_, cx := mustConnect(t, tg, o)
+	run(t, cx, "true")
+	res := make(chan error, 1)
+	go func() {
+		_, err := exec.Run(stdctx.Background(), cx, exec.Cmd{Argv: []string{"sleep", "100"}})
+		res <- err
+	}()
+	waitProcess(t, tg.u, "sleep 100")
+	start := time.Now()
+	p.Blackhole()
+	select {
+	case err := <-res:
+		t.Logf("failed after %v: %v", time.Since(start), err)
+		if !errors.Is(err, spindle.ErrDisconnected) {
+			t.Errorf("want ErrDisconnected, got %v", err)
+		}
+		if el := time.Since(start); el < o.KeepaliveInterval {
+			t.Errorf("failed after only %v: before any keepalive could be missed?", el)
+		}
+	case <-time.After(bound):
+		t.Fatalf("the call did not fail within %v of the network's death", bound)
+	}
+}
+
+// Over a slow link the cached contact stays cheap: it must not cost the
+// transfer, and both contacts work.
+func TestSSHLatency(t *testing.T) {
+	t.Parallel()
+	const oneWay = 25 * time.Millisecond
+	tg := newTarget(t, "/bin/sh")
+	addr := sshtest.Proxy(t, tg.s.Addr(), oneWay)
+	host, portS, _ := strings.Cut(addr, ":")
+	port, _ := strconv.Atoi(portS)
+	kh := filepath.Join(sshtest.TempDir(t, "kh-"), "known_hosts")
+	line := strings.Replace(tg.s.HostKeyLine(t), tg.s.KnownHostsName(), "["+host+"]:"+portS, 1)
+	os.WriteFile(kh, []byte(line+"\n"), 0o600)
+	o := tg.opts()
+	o.Port, o.KnownHostsFiles = port, []string{kh}
+
+	var took [2]time.Duration
+	for i := range took {
+		start := time.Now()
+		ctl, cx := mustConnect(t, tg, o)
+		took[i] = time.Since(start)
+		start = time.Now()
+		run(t, cx, "true")
+		t.Logf("contact %d: connect %v, one exec %v (rtt %v)", i+1, took[i], time.Since(start), 2*oneWay)
+		pid := cx.Hello().PID
+		ctl.Close()
+		waitGone(t, pid)
+	}
+	if took[1] >= took[0] {
+		t.Errorf("cached contact (%v) not faster than first contact (%v)", took[1], took[0])
+	}
+	// The round-trip budget of a cached contact is SSH auth + 1 round
+	// trip: compare with OpenSSH's client running `true` over the same
+	// proxy (best of 3), allowing 2 round trips and scheduling slack.
+	if _, err := osexec.LookPath("ssh"); err != nil {
+		t.Logf("no OpenSSH client: baseline skipped")
+		return
+	}
+	base := time.Hour
+	for i := 0; i < 3; i++ {
+		start := time.Now()
+		out, err := osexec.Command("ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+			"-o", "UserKnownHostsFile="+kh, "-i", tg.key.Path, "-p", portS, tg.u.Name+"@"+host, "true").CombinedOutput()
+		if err != nil {
+			t.Fatalf("ssh true: %v\n%s", err, out)
+		}
+		base = min(base, time.Since(start))
+	}
+	t.Logf("OpenSSH `ssh true` over the same link: %v; Spindle cached contact: %v", base, took[1])
+	if limit := base + 4*oneWay + 250*time.Millisecond; took[1] > limit {
+		t.Errorf("cached contact took %v: more than OpenSSH's %v + 2 round trips + slack (%v)", took[1], base, limit)
+	}
+}

@@ -1,0 +1,68 @@
+// Package testagent builds the agent binary once for a test binary, so
+// that tests run against the real agent as it ships.
+package testagent
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+var (
+	once sync.Once
+	path string
+	err  error
+)
+
+// Build compiles ./cmd/spindle-agent (or reuses $SPINDLE_AGENT) and sets
+// SPINDLE_AGENT so that bootstrap.Default() finds it. Call it from
+// TestMain; it returns the binary's path.
+func Build() (string, error) {
+	once.Do(func() {
+		if p := os.Getenv("SPINDLE_AGENT"); p != "" {
+			path = p
+			return
+		}
+		path, err = BuildPackage("./cmd/spindle-agent", "spindle-agent")
+		if err == nil {
+			os.Setenv("SPINDLE_AGENT", path)
+		}
+	})
+	return path, err
+}
+
+// BuildPackage builds the main package pkg (relative to the module root)
+// into a temporary directory and returns the binary's path.
+func BuildPackage(pkg, name string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "spindle-test-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
+	}
+	return out, nil
+}
+
+func moduleRoot() (string, error) {
+	b, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	mod := strings.TrimSpace(string(b))
+	if mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("not inside the spindle module")
+	}
+	return filepath.Dir(mod), nil
+}

@@ -1,0 +1,58 @@
+package router
+
+import "time"
+
+// ProtocolVersion is the bus protocol version carried in every agent hello.
+// Bump it on any incompatible change to framing, Message or well-known
+// handles.
+const ProtocolVersion = 1
+
+// Context ids.
+const (
+	// ControllerID is the id of the root router; it allocates all other ids.
+	ControllerID uint32 = 0
+)
+
+// Well-known handles. Handles below FirstDynamicHandle are reserved for
+// protocol services; reply handles are allocated from FirstDynamicHandle up.
+const (
+	// HandleRoute carries route grants (down) and announcements (up). Routers
+	// on the path process these as they forward them.
+	HandleRoute uint32 = 1
+	// HandleCall receives service calls (rpc.Request payloads).
+	HandleCall uint32 = 2
+	// HandleControl receives control of a running call: cancel, resize, signal.
+	HandleControl uint32 = 3
+	// HandleLog receives forwarded log records from descendants.
+	HandleLog uint32 = 4
+	// HandleUpcall receives the few requests a child may make of its
+	// ancestors (fetching a cached module, signing with a controller key).
+	HandleUpcall uint32 = 5
+
+	FirstDynamicHandle uint32 = 1024
+)
+
+// Message flags.
+const (
+	// FlagLast marks the final message of a reply stream.
+	FlagLast uint16 = 1 << 0
+	// FlagError marks a reply whose data is an encoded error.
+	FlagError uint16 = 1 << 1
+	// FlagDead is set by a router on a synthetic reply telling the sender its
+	// message could not be delivered (no route, no receiver, link lost).
+	FlagDead uint16 = 1 << 2
+)
+
+// Limits.
+const (
+	// DefaultMaxFrameSize bounds one bus frame. Larger payloads must travel
+	// over a circuit.
+	DefaultMaxFrameSize = 4 << 20
+	// MaxCircuitHeader bounds the header frame at the start of a circuit.
+	MaxCircuitHeader = 1 << 20
+	// DefaultStreamWindow is the yamux per-stream window. yamux's default of
+	// 256 KiB caps a circuit at 256 KiB per round trip.
+	DefaultStreamWindow = 16 << 20
+	// circuitHeaderTimeout bounds how long a hop waits for a circuit header.
+	circuitHeaderTimeout = 30 * time.Second
+)

@@ -1,0 +1,185 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Circuit is a byte stream spliced hop by hop toward one context. It is a
+// yamux stream at each hop: Close half-closes (the peer reads EOF, and can
+// still write back).
+type Circuit = net.Conn
+
+// Link is one parent/child connection: a yamux session whose stream 1 is
+// the bus and whose other streams are circuits.
+type Link struct {
+	name     string
+	sess     *yamux.Session
+	bus      net.Conn
+	toParent bool // this link leads to our parent
+	maxFrame int
+
+	wmu  sync.Mutex
+	wbuf []byte
+
+	doneOnce sync.Once
+	done     chan struct{}
+	err      error // why the link died; set before done is closed
+}
+
+// Name is the name of the context at the far end (for logs and errors).
+func (l *Link) Name() string { return l.name }
+
+// Done is closed when the link has died.
+func (l *Link) Done() <-chan struct{} { return l.done }
+
+// Err says why the link died (nil while it is up).
+func (l *Link) Err() error {
+	select {
+	case <-l.done:
+		return l.err
+	default:
+		return nil
+	}
+}
+
+func yamuxConfig(window uint32) *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	// yamux's keepalive waits only ConnectionWriteTimeout for a pong, which
+	// can queue behind bulk data in a full SSH window: dead peers are
+	// detected by the transport (SSH keepalives, process exit) instead.
+	cfg.EnableKeepAlive = false
+	cfg.ConnectionWriteTimeout = 365 * 24 * time.Hour
+	cfg.MaxStreamWindowSize = window
+	cfg.StreamOpenTimeout = 0
+	cfg.LogOutput = io.Discard
+	return cfg
+}
+
+// newLink runs yamux over conn. The parent side (client) opens the bus; the
+// child side accepts it.
+func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent bool, o *Options) (*Link, error) {
+	cfg := yamuxConfig(o.streamWindow())
+	l := &Link{name: name, toParent: toParent, maxFrame: o.maxFrame(), done: make(chan struct{})}
+	var err error
+	conn = &coalescingConn{ReadWriteCloser: conn}
+	if toParent {
+		l.sess, err = yamux.Server(conn, cfg)
+	} else {
+		l.sess, err = yamux.Client(conn, cfg)
+	}
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	if !toParent {
+		l.bus, err = l.sess.OpenStream()
+		if err != nil {
+			l.sess.Close()
+			return nil, fmt.Errorf("open bus to %s: %w", name, err)
+		}
+		return l, nil
+	}
+	type accepted struct {
+		c   net.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := l.sess.AcceptStream()
+		ch <- accepted{c, err}
+	}()
+	select {
+	case a := <-ch:
+		if a.err != nil {
+			l.sess.Close()
+			return nil, fmt.Errorf("accept bus from parent: %w", a.err)
+		}
+		l.bus = a.c
+		return l, nil
+	case <-ctx.Done():
+		l.sess.Close()
+		<-ch
+		return nil, ctx.Err()
+	}
+}
+
+// send writes m as one frame on the bus.
+func (l *Link) send(m *Message) error {
+	if len(m.Data) > l.maxFrame-64 {
+		return fmt.Errorf("%w: message of %d bytes to %s exceeds the frame limit of %d; large payloads must use a circuit",
+			ErrFrameTooLarge, len(m.Data), l.name, l.maxFrame)
+	}
+	l.wmu.Lock()
+	l.wbuf = AppendFrame(l.wbuf[:0], m)
+	_, err := l.bus.Write(l.wbuf)
+	if cap(l.wbuf) > 256<<10 {
+		l.wbuf = nil // do not pin one large frame's buffer forever
+	}
+	l.wmu.Unlock()
+	if err != nil {
+		return fmt.Errorf("send to %s: %w", l.name, l.deadErr(err))
+	}
+	return nil
+}
+
+func (l *Link) deadErr(err error) error {
+	if e := l.Err(); e != nil {
+		return e
+	}
+	return err
+}
+
+// openStream opens a circuit stream on this link and writes its header.
+func (l *Link) openStream(m *Message) (net.Conn, error) {
+	st, err := l.sess.OpenStream()
+	if err != nil {
+		return nil, fmt.Errorf("open circuit to %s: %w", l.name, l.deadErr(err))
+	}
+	if _, err := st.Write(AppendFrame(nil, m)); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("open circuit to %s: %w", l.name, l.deadErr(err))
+	}
+	return st, nil
+}
+
+// close kills the link and records why.
+func (l *Link) close(err error) {
+	l.doneOnce.Do(func() {
+		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrSessionShutdown) {
+			err = fmt.Errorf("link to %s closed", l.name)
+		} else {
+			err = fmt.Errorf("link to %s lost: %v", l.name, err)
+		}
+		l.err = err
+		l.sess.Close()
+		close(l.done)
+	})
+}
+
+// splice copies both ways between two circuit hops until both directions
+// have ended. Half-closes propagate; each hop buffers at most one yamux
+// window, so backpressure holds end to end.
+func splice(a, b net.Conn) {
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if _, err := io.Copy(b, a); err != nil {
+			a.Close()
+		}
+		b.Close()
+	}()
+	if _, err := io.Copy(a, b); err != nil {
+		b.Close()
+	}
+	a.Close()
+	wg.Wait()
+}

@@ -1,0 +1,605 @@
+package router
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Options configures a Router. The zero value is useful.
+type Options struct {
+	// Logger receives refused messages (warn) and link events (debug).
+	// Default: no logging.
+	Logger *zap.Logger
+	// MaxFrameSize bounds one bus frame. Default DefaultMaxFrameSize.
+	MaxFrameSize int
+	// StreamWindow is the yamux per-stream window. Default
+	// DefaultStreamWindow.
+	StreamWindow uint32
+}
+
+func (o *Options) maxFrame() int {
+	if o.MaxFrameSize > 0 {
+		return o.MaxFrameSize
+	}
+	return DefaultMaxFrameSize
+}
+
+func (o *Options) streamWindow() uint32 {
+	if o.StreamWindow >= 256<<10 {
+		return o.StreamWindow
+	}
+	return DefaultStreamWindow
+}
+
+// Accept says whom a Receiver takes messages from.
+type Accept uint8
+
+const (
+	// AcceptParent takes only messages that arrived on the parent link:
+	// service calls from ancestors. The controller has no parent, so such a
+	// receiver there takes nothing.
+	AcceptParent Accept = iota + 1
+	// AcceptSource takes only messages whose src is Receiver.Source: the
+	// replies to one call. If the route to Source is lost, the router
+	// delivers a FlagDead message so the waiter fails at once.
+	AcceptSource
+	// AcceptChildren takes messages from any descendant (log records).
+	AcceptChildren
+)
+
+// Receiver is the destination of a handle.
+type Receiver struct {
+	Accept Accept
+	Source uint32
+	// Deliver runs on the reading goroutine of the link the message came
+	// from, and must not block. A message with a Circuit must have its
+	// circuit closed by Deliver or by whatever it hands it to.
+	Deliver func(*Message)
+}
+
+// Router is one process's node of the message bus.
+type Router struct {
+	id   uint32
+	opts Options
+	log  *zap.Logger
+
+	mu         sync.RWMutex
+	parent     *Link
+	routes     map[uint32]*Link // descendant id → child link toward it
+	names      map[uint32]string
+	children   map[*Link]struct{}
+	receivers  map[uint32]*Receiver
+	nextHandle uint32
+	lostHooks  []func(RouteLoss)
+	closed     bool
+
+	wg sync.WaitGroup
+}
+
+// RouteLoss describes contexts that became unreachable.
+type RouteLoss struct {
+	IDs    []uint32
+	Reason string // names the broken hop
+}
+
+// ErrNoRoute is wrapped when a message has nowhere to go.
+var ErrNoRoute = errors.New("no route")
+
+// ErrClosed is returned after Close.
+var ErrClosed = errors.New("router closed")
+
+// New returns a router for context id.
+func New(id uint32, opts Options) *Router {
+	log := opts.Logger
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Router{
+		id: id, opts: opts, log: log,
+		routes:     map[uint32]*Link{},
+		names:      map[uint32]string{},
+		children:   map[*Link]struct{}{},
+		receivers:  map[uint32]*Receiver{},
+		nextHandle: FirstDynamicHandle,
+	}
+}
+
+// ID is this router's context id.
+func (r *Router) ID() uint32 { return r.id }
+
+// Register installs a receiver at a well-known handle.
+func (r *Router) Register(handle uint32, rc Receiver) {
+	r.mu.Lock()
+	r.receivers[handle] = &rc
+	r.mu.Unlock()
+}
+
+// NewReceiver installs rc at a fresh dynamic handle and returns it.
+func (r *Router) NewReceiver(rc Receiver) uint32 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for {
+		h := r.nextHandle
+		r.nextHandle++
+		if r.nextHandle == 0 {
+			r.nextHandle = FirstDynamicHandle
+		}
+		if _, used := r.receivers[h]; !used && h >= FirstDynamicHandle {
+			r.receivers[h] = &rc
+			// A reply receiver for an id that has no route would wait
+			// forever: fail it now.
+			if rc.Accept == AcceptSource && rc.Source != r.id && r.routeLocked(rc.Source) == nil {
+				go rc.Deliver(r.deadMessage(h, rc.Source, fmt.Sprintf("no route to %s", r.nameLocked(rc.Source))))
+			}
+			return h
+		}
+	}
+}
+
+// Unregister removes a handle.
+func (r *Router) Unregister(handle uint32) {
+	r.mu.Lock()
+	delete(r.receivers, handle)
+	r.mu.Unlock()
+}
+
+// OnRouteLoss registers fn to run whenever contexts become unreachable. It
+// runs on the goroutine that noticed the loss (a link's reader), after the
+// waiting receivers have been failed, and must not block.
+func (r *Router) OnRouteLoss(fn func(RouteLoss)) {
+	r.mu.Lock()
+	r.lostHooks = append(r.lostHooks, fn)
+	r.mu.Unlock()
+}
+
+// Name returns the name this router knows for id ("" if none).
+func (r *Router) Name(id uint32) string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.nameLocked(id)
+}
+
+func (r *Router) nameLocked(id uint32) string {
+	if n, ok := r.names[id]; ok {
+		return n
+	}
+	return fmt.Sprintf("context %d", id)
+}
+
+// routeLocked returns the link a message to dst leaves on, or nil.
+func (r *Router) routeLocked(dst uint32) *Link {
+	if l := r.routes[dst]; l != nil {
+		return l
+	}
+	if _, below := r.routes[dst]; below {
+		return nil
+	}
+	return r.parent
+}
+
+// Send routes a message that originates here; m.Src is set to our id.
+func (r *Router) Send(m *Message) error {
+	m.Src = r.id
+	if m.Dst == r.id {
+		return r.deliverLocal(m, nil)
+	}
+	r.mu.RLock()
+	if r.closed {
+		r.mu.RUnlock()
+		return ErrClosed
+	}
+	l := r.routeLocked(m.Dst)
+	name := r.nameLocked(m.Dst)
+	r.mu.RUnlock()
+	if l == nil {
+		return fmt.Errorf("%w to %s", ErrNoRoute, name)
+	}
+	return l.send(m)
+}
+
+// receive handles a message that arrived on link from.
+func (r *Router) receive(m *Message, from *Link) {
+	r.mu.RLock()
+	srcLink, srcBelow := r.routes[m.Src]
+	r.mu.RUnlock()
+	if from.toParent {
+		if srcBelow || m.Src == r.id {
+			r.refuse(m, from, "src claims to be in our own subtree")
+			return
+		}
+	} else if srcLink != from {
+		r.refuse(m, from, "src is not routed through this link")
+		return
+	}
+	if m.Handle == HandleRoute {
+		if !r.routeControl(m, from) {
+			return
+		}
+	}
+	if m.Dst == r.id {
+		if err := r.deliverLocal(m, from); err != nil {
+			r.refuse(m, from, err.Error())
+		}
+		return
+	}
+	r.mu.RLock()
+	next, below := r.routes[m.Dst]
+	if !below && !from.toParent {
+		next = r.parent // upward, toward an ancestor
+	}
+	r.mu.RUnlock()
+	switch {
+	case next == nil:
+		r.bounce(m, from, fmt.Sprintf("no route to %s", r.Name(m.Dst)))
+		return
+	case !from.toParent && !next.toParent:
+		r.refuse(m, from, "a target may not address another branch")
+		return
+	}
+	if err := next.send(m); err != nil {
+		r.bounce(m, from, err.Error())
+	}
+}
+
+func (r *Router) deliverLocal(m *Message, from *Link) error {
+	r.mu.RLock()
+	rc := r.receivers[m.Handle]
+	r.mu.RUnlock()
+	if rc == nil {
+		if m.Handle == HandleRoute && from != nil {
+			return nil // processed on the way in
+		}
+		if from != nil && !from.toParent && (m.Handle == HandleCall || m.Handle == HandleControl) {
+			// The controller serves nothing: a call from below is an
+			// attack or a bug, not a missing service.
+			return fmt.Errorf("service calls come from ancestors only (handle %d)", m.Handle)
+		}
+		if from != nil {
+			r.bounce(m, from, fmt.Sprintf("no receiver for handle %d on %s", m.Handle, r.Name(r.id)))
+			return nil
+		}
+		return fmt.Errorf("%w: no receiver for handle %d", ErrNoRoute, m.Handle)
+	}
+	switch rc.Accept {
+	case AcceptParent:
+		if from == nil || !from.toParent {
+			return fmt.Errorf("handle %d takes messages from the parent only", m.Handle)
+		}
+	case AcceptSource:
+		if m.Src != rc.Source {
+			return fmt.Errorf("handle %d takes messages from %s only", m.Handle, r.Name(rc.Source))
+		}
+	case AcceptChildren:
+		if from == nil || from.toParent {
+			return fmt.Errorf("handle %d takes messages from descendants only", m.Handle)
+		}
+	default:
+		return fmt.Errorf("handle %d accepts nothing", m.Handle)
+	}
+	rc.Deliver(m)
+	return nil
+}
+
+// refuse drops a message that breaks the routing policy, and logs it.
+func (r *Router) refuse(m *Message, from *Link, why string) {
+	if m.Circuit != nil {
+		m.Circuit.Close()
+	}
+	r.log.Warn("refused message", zap.String("link", from.name), zap.String("why", why),
+		zap.Uint32("dst", m.Dst), zap.Uint32("src", m.Src), zap.Uint32("handle", m.Handle))
+}
+
+// bounce tells the sender of an undeliverable request that it is dead, so
+// that it fails at once instead of waiting.
+func (r *Router) bounce(m *Message, from *Link, why string) {
+	if m.Circuit != nil {
+		m.Circuit.Close()
+	}
+	r.log.Debug("undeliverable message", zap.String("link", from.name), zap.String("why", why), zap.Stringer("msg", m))
+	if m.ReplyTo == 0 || m.Flags&FlagDead != 0 {
+		return
+	}
+	// The dead reply claims to come from the unreachable dst, since the
+	// sender's reply receiver accepts only that source (AcceptSource). It
+	// goes back on the link the message came from, where that src is
+	// routed: a parent sent it to us because dst is in our subtree, and a
+	// child's message to dst would have gone through us.
+	d := r.deadMessage(m.ReplyTo, m.Dst, why)
+	d.Dst = m.Src
+	if err := from.send(d); err != nil {
+		r.log.Debug("bounce failed", zap.Error(err))
+	}
+}
+
+func (r *Router) deadMessage(handle, src uint32, why string) *Message {
+	return &Message{Dst: r.id, Src: src, Handle: handle, Flags: FlagDead | FlagLast, Data: []byte(why)}
+}
+
+// AddChild runs a link to a new child context over conn. Call it on the
+// parent side once the child's agent is running at the far end of conn. The
+// route to id must not exist yet unless it was granted to this router by
+// our parent.
+func (r *Router) AddChild(ctx context.Context, conn io.ReadWriteCloser, id uint32, name string) (*Link, error) {
+	l, err := newLink(ctx, conn, name, false, &r.opts)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		l.close(ErrClosed)
+		return nil, ErrClosed
+	}
+	if id == r.id || (r.routes[id] != nil && r.parent == nil) {
+		r.mu.Unlock()
+		l.close(nil)
+		return nil, fmt.Errorf("context id %d is already in use", id)
+	}
+	r.routes[id] = l
+	r.names[id] = name
+	r.children[l] = struct{}{}
+	hasParent := r.parent != nil
+	r.mu.Unlock()
+	r.start(l)
+	if hasParent {
+		r.announce(routeAdd, []uint32{id}, "")
+	}
+	return l, nil
+}
+
+// Grant is called on the controller before asking context via to connect a
+// new child id: it installs the route on every router between here and via.
+func (r *Router) Grant(id, via uint32, name string) error {
+	r.mu.Lock()
+	l := r.routes[via]
+	if l == nil {
+		r.mu.Unlock()
+		return fmt.Errorf("%w to %s", ErrNoRoute, r.nameLocked(via))
+	}
+	r.routes[id] = l
+	r.names[id] = name
+	r.mu.Unlock()
+	data, err := encodeRouteMsg(routeMsg{Op: routeGrant, IDs: []uint32{id}, Names: []string{name}})
+	if err != nil {
+		return err
+	}
+	return r.Send(&Message{Dst: via, Handle: HandleRoute, Data: data})
+}
+
+// Revoke removes a granted route that will not be used (the connect
+// failed). Routers between here and the parent keep their grant until the
+// parent's link goes; it routes to nothing.
+func (r *Router) Revoke(id uint32) {
+	r.mu.Lock()
+	if l := r.routes[id]; l != nil {
+		if _, direct := r.children[l]; direct || r.parent == nil {
+			delete(r.routes, id)
+			delete(r.names, id)
+		}
+	}
+	r.mu.Unlock()
+}
+
+// Serve runs the link to our parent over conn until it dies, then closes
+// the router. It is the agent's main loop.
+func (r *Router) Serve(ctx context.Context, conn io.ReadWriteCloser, parentName string) error {
+	l, err := newLink(ctx, conn, parentName, true, &r.opts)
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	if r.parent != nil || r.closed {
+		r.mu.Unlock()
+		l.close(nil)
+		return errors.New("router already has a parent")
+	}
+	r.parent = l
+	r.mu.Unlock()
+	r.start(l)
+	select {
+	case <-l.done:
+	case <-ctx.Done():
+		l.close(ctx.Err())
+	}
+	r.Close()
+	return l.err
+}
+
+// Parent returns the parent link, or nil on the controller.
+func (r *Router) Parent() *Link {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	return r.parent
+}
+
+func (r *Router) start(l *Link) {
+	r.wg.Add(2)
+	go r.readLoop(l)
+	go r.acceptLoop(l)
+}
+
+func (r *Router) readLoop(l *Link) {
+	defer r.wg.Done()
+	var err error
+	hdr := make([]byte, frameHeaderSize)
+	for {
+		var m *Message
+		m, err = readMessage(l.bus, hdr, nil, l.maxFrame)
+		if err != nil {
+			break
+		}
+		r.receive(m, l)
+	}
+	if errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge) {
+		r.log.Warn("protocol error, closing link", zap.String("link", l.name), zap.Error(err))
+	}
+	l.close(err)
+	r.linkLost(l)
+}
+
+func (r *Router) acceptLoop(l *Link) {
+	defer r.wg.Done()
+	for {
+		st, err := l.sess.AcceptStream()
+		if err != nil {
+			return
+		}
+		r.wg.Add(1)
+		go func() {
+			defer r.wg.Done()
+			r.handleCircuit(st, l)
+		}()
+	}
+}
+
+// handleCircuit reads a circuit's header and delivers or forwards it.
+func (r *Router) handleCircuit(st net.Conn, from *Link) {
+	if !from.toParent {
+		r.log.Warn("refused message", zap.String("link", from.name),
+			zap.String("why", "circuits are opened by the parent only"))
+		st.Close()
+		return
+	}
+	st.SetReadDeadline(time.Now().Add(circuitHeaderTimeout))
+	m, err := ReadMessage(st, nil, MaxCircuitHeader)
+	st.SetReadDeadline(time.Time{})
+	if err != nil {
+		st.Close()
+		r.log.Warn("bad circuit header", zap.String("link", from.name), zap.Error(err))
+		return
+	}
+	r.mu.RLock()
+	_, srcBelow := r.routes[m.Src]
+	r.mu.RUnlock()
+	if srcBelow || m.Src == r.id {
+		st.Close()
+		r.refuse(m, from, "circuit src claims to be in our own subtree")
+		return
+	}
+	if m.Dst == r.id {
+		m.Circuit = st
+		if err := r.deliverLocal(m, from); err != nil {
+			r.refuse(m, from, err.Error())
+		}
+		return
+	}
+	r.mu.RLock()
+	next := r.routes[m.Dst]
+	r.mu.RUnlock()
+	if next == nil {
+		m.Circuit = st
+		r.bounce(m, from, fmt.Sprintf("no route to %s", r.Name(m.Dst)))
+		return
+	}
+	out, err := next.openStream(m)
+	if err != nil {
+		m.Circuit = st
+		r.bounce(m, from, err.Error())
+		return
+	}
+	splice(st, out)
+}
+
+// OpenCircuit opens a circuit toward a descendant. m is its header; m.Src
+// is set to our id. The receiver at m.Dst gets m with the circuit attached.
+func (r *Router) OpenCircuit(m *Message) (Circuit, error) {
+	m.Src = r.id
+	r.mu.RLock()
+	next := r.routes[m.Dst]
+	name := r.nameLocked(m.Dst)
+	r.mu.RUnlock()
+	if next == nil {
+		return nil, fmt.Errorf("%w to %s (circuits go to descendants only)", ErrNoRoute, name)
+	}
+	return next.openStream(m)
+}
+
+// linkLost removes every route through a dead child link, fails the calls
+// waiting on those contexts and tells our parent.
+func (r *Router) linkLost(l *Link) {
+	r.mu.Lock()
+	if l.toParent {
+		r.mu.Unlock()
+		return // Serve sees l.done and closes the router
+	}
+	delete(r.children, l)
+	var ids []uint32
+	for id, via := range r.routes {
+		if via == l {
+			ids = append(ids, id)
+			delete(r.routes, id)
+		}
+	}
+	hasParent := r.parent != nil && !r.closed
+	r.mu.Unlock()
+	reason := l.err.Error()
+	if r.id != ControllerID {
+		reason = r.Name(r.id) + ": " + reason
+	}
+	r.lost(ids, reason)
+	if hasParent && len(ids) > 0 {
+		r.announce(routeDel, ids, reason)
+	}
+}
+
+// lost fails every reply receiver waiting on ids and runs the loss hooks.
+func (r *Router) lost(ids []uint32, reason string) {
+	if len(ids) == 0 {
+		return
+	}
+	set := make(map[uint32]bool, len(ids))
+	for _, id := range ids {
+		set[id] = true
+	}
+	type dead struct {
+		rc *Receiver
+		h  uint32
+	}
+	var deads []dead
+	r.mu.RLock()
+	for h, rc := range r.receivers {
+		if rc.Accept == AcceptSource && set[rc.Source] {
+			deads = append(deads, dead{rc, h})
+		}
+	}
+	hooks := append([]func(RouteLoss){}, r.lostHooks...)
+	r.mu.RUnlock()
+	for _, d := range deads {
+		d.rc.Deliver(r.deadMessage(d.h, d.rc.Source, reason))
+	}
+	loss := RouteLoss{IDs: ids, Reason: reason}
+	for _, fn := range hooks {
+		fn(loss)
+	}
+}
+
+// Close kills every link and waits for the router's goroutines.
+func (r *Router) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		r.wg.Wait()
+		return nil
+	}
+	r.closed = true
+	links := make([]*Link, 0, len(r.children)+1)
+	for l := range r.children {
+		links = append(links, l)
+	}
+	if r.parent != nil {
+		links = append(links, r.parent)
+	}
+	r.mu.Unlock()
+	for _, l := range links {
+		l.close(ErrClosed)
+	}
+	r.wg.Wait()
+	return nil
+}

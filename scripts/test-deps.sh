@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Installs what the test suites need on a fresh Debian machine. Run as root
+# it installs through apt; otherwise it says loudly what is missing, and
+# the suites that need it skip with a message naming this script.
+#
+# The SSH integration tests (integration/) need openssh-server for its
+# sshd binary only: they start their own throwaway sshd on 127.0.0.1 and
+# never start or enable the system service.
+set -euo pipefail
+
+# busybox-static, not busybox: the container tests' image (scripts/
+# test-image.sh) is a static busybox and nothing else. It provides the same
+# /bin/busybox as the busybox package, which it replaces (they conflict).
+packages=(git gzip procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd)
+
+# The container tests (integration/containers_test.go, connectors/setns)
+# also need a running Docker engine; it is not installed here.
+if ! command -v docker >/dev/null || ! docker version >/dev/null 2>&1; then
+	echo "!!! test-deps: no working docker: the container tests will be SKIPPED (and FAIL under CI=true)." >&2
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+	echo "test-deps: all present (${packages[*]})"
+	exit 0
+fi
+if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
+	echo "test-deps: installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	# Installing openssh-server must not start a system sshd: the tests
+	# run their own. policy-rc.d exit 101 tells invoke-rc.d not to start
+	# services; remove it afterwards only if we created it.
+	created_policy=
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' >/usr/sbin/policy-rc.d
+		chmod 755 /usr/sbin/policy-rc.d
+		created_policy=1
+	fi
+	trap 'if [ -n "$created_policy" ]; then rm -f /usr/sbin/policy-rc.d; fi' EXIT
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	echo "test-deps: installed ${missing[*]}"
+else
+	echo "!!! test-deps: MISSING ${missing[*]} and cannot install them (not root on Debian)." >&2
+	echo "!!! Tests that need them will be SKIPPED and say so." >&2
+fi

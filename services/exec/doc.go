@@ -1,0 +1,62 @@
+// Package exec is Spindle's command service: it runs processes on an agent,
+// either to completion with their output collected in the reply
+// ("exec.Run") or attached to a circuit so that stdin and output stream
+// while the process runs, optionally on a pseudo-terminal ("exec.Start").
+//
+// # Methods
+//
+//	exec.Run    args Cmd  result Result
+//	exec.Start  args Cmd  result Result (Stdout and Stderr empty); needs a circuit
+//
+// A process that starts and exits with a non-zero status or dies from a
+// signal is a successful call: the status is in the Result. A process that
+// cannot be started is an error of kind not_found (no such executable or
+// directory), permission, or bad_args. When the call is cancelled (by the
+// caller, by the call's timeout, or because the link to the caller died)
+// the process's whole process group is killed with SIGKILL and the call
+// fails with kind canceled or timeout. Cmd.Timeout is different: it is
+// enforced on the agent, kills the process group the same way, and the call
+// succeeds with Result.TimedOut set.
+//
+// Every process runs in a process group of its own (a session of its own
+// with a PTY), so that the kill reaches its children too. After the process
+// exits, or after the kill, the agent waits at most WaitDelay for
+// descendants that still hold the output pipes, then closes them: a
+// backgrounded daemon cannot hang a call.
+//
+// # exec.Run
+//
+// Output is collected up to Cmd.MaxOutput bytes per stream (default
+// DefaultRunMaxOutput, at most MaxRunOutput so that the reply fits in one
+// frame). Output beyond the limit is read and discarded, so the process
+// keeps running, and the stream is flagged truncated. Cmd.Stdin is the
+// process's whole stdin; without it stdin is /dev/null. Cmd.PTY is refused.
+//
+// # exec.Start
+//
+// The process's stdin is Cmd.Stdin followed by the bytes the caller writes
+// on the circuit; the caller half-closes its side of the circuit for EOF.
+// (With a PTY, EOF from the caller only stops forwarding: send ^D to make
+// the terminal deliver an end of file.)
+//
+// The process's output travels back on the circuit as frames, forwarded as
+// soon as they are read from the process:
+//
+//	+--------+----------------------+-----------------+
+//	| stream | length               | data            |
+//	| 1 byte | 4 bytes, big-endian  | length bytes    |
+//	+--------+----------------------+-----------------+
+//
+// stream is 1 for stdout and 2 for stderr; with a PTY all output is
+// stream 1. length is at least 1 and at most MaxFrameData. Frames of both
+// streams interleave in the order the agent read them. After the last
+// frame the agent sends the reply on the bus, and the circuit is closed
+// when the handler returns; the reply is sent only once the process has
+// exited and all its output is on the circuit. Cmd.MaxOutput (default
+// unlimited) caps each stream as for exec.Run, and the Result says which
+// streams were truncated.
+//
+// While the call runs, rpc.OpSignal controls deliver the signal to the
+// process group, and rpc.OpResize controls set the PTY's window size (they
+// are ignored without a PTY).
+package exec

@@ -1,0 +1,518 @@
+package exec
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	osexec "os/exec"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/creack/pty"
+	"github.com/spindle-rpc/spindle/rpc"
+	"golang.org/x/sys/unix"
+)
+
+// Register registers exec.Run and exec.Start on reg.
+func Register(reg *rpc.Registry) {
+	reg.Handle(MethodRun, handleRun)
+	reg.Handle(MethodStart, handleStart)
+}
+
+// chunkSize bounds one output frame's data, and the reads from a PTY.
+const chunkSize = 32 << 10
+
+func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
+	var c Cmd
+	if err := call.Args(&c); err != nil {
+		return nil, err
+	}
+	if c.PTY {
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: a PTY needs exec.Start", MethodRun)
+	}
+	limit := c.MaxOutput
+	switch {
+	case limit < 0:
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative MaxOutput", MethodRun)
+	case limit == 0:
+		limit = DefaultRunMaxOutput
+	case limit > MaxRunOutput:
+		limit = MaxRunOutput
+	}
+	tctx, cancel, err := withTimeout(ctx, &c, MethodRun)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	cmd, err := prepare(tctx, &c, MethodRun)
+	if err != nil {
+		return nil, err
+	}
+	stdout, stderr := &boundedBuffer{max: limit}, &boundedBuffer{max: limit}
+	if len(c.Stdin) > 0 {
+		cmd.Stdin = bytes.NewReader(c.Stdin)
+	}
+	serr, werr := runCaptured(cmd, stdout, stderr)
+	if serr != nil {
+		return nil, startError(MethodRun, cmd.Path, serr)
+	}
+	res, err := finish(ctx, tctx, cmd, werr, MethodRun)
+	if err != nil {
+		return nil, err
+	}
+	res.Stdout, res.StdoutTruncated = stdout.buf, stdout.truncated
+	res.Stderr, res.StderrTruncated = stderr.buf, stderr.truncated
+	return res, nil
+}
+
+func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
+	var c Cmd
+	if err := call.Args(&c); err != nil {
+		return nil, err
+	}
+	circ := call.Circuit
+	if circ == nil {
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodStart)
+	}
+	if c.MaxOutput < 0 {
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative MaxOutput", MethodStart)
+	}
+	tctx, cancel, err := withTimeout(ctx, &c, MethodStart)
+	if err != nil {
+		return nil, err
+	}
+	defer cancel()
+	cmd, err := prepare(tctx, &c, MethodStart)
+	if err != nil {
+		return nil, err
+	}
+	fw := &frameWriter{w: circ}
+	// Once the process is being killed nobody needs its stdin, and a caller
+	// that stopped reading must not keep the handler blocked on output
+	// forever; leave WaitDelay for output that is already on its way.
+	stop := context.AfterFunc(tctx, func() {
+		circ.SetReadDeadline(time.Now())
+		circ.SetWriteDeadline(time.Now().Add(WaitDelay))
+	})
+	defer stop()
+
+	var (
+		res       *Result
+		truncated [3]bool
+	)
+	if c.PTY {
+		res, err = runPTY(ctx, tctx, call, &c, cmd, fw, &truncated)
+	} else {
+		res, err = runPipes(ctx, tctx, call, &c, cmd, fw, &truncated)
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.StdoutTruncated, res.StderrTruncated = truncated[StreamStdout], truncated[StreamStderr]
+	return res, nil
+}
+
+func runPipes(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd, fw *frameWriter, truncated *[3]bool) (*Result, error) {
+	// stdin is our own pipe rather than cmd.Stdin = circuit: os/exec would
+	// wait for its copying goroutine, which only returns when the caller
+	// half-closes, so a process that ignores stdin would hang the call.
+	stdinR, stdinW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout := &streamWriter{fw: fw, id: StreamStdout, max: c.MaxOutput}
+	stderr := &streamWriter{fw: fw, id: StreamStderr, max: c.MaxOutput}
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdout, stderr
+	if err := cmd.Start(); err != nil {
+		stdinR.Close()
+		stdinW.Close()
+		return nil, startError(MethodStart, cmd.Path, err)
+	}
+	stdinR.Close()
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		feedStdin(stdinW, c.Stdin, call.Circuit)
+		stdinW.Close()
+	}()
+	stopControls := handleControls(call, cmd.Process.Pid, nil)
+	werr := cmd.Wait() // also waits until all output is on the circuit
+	stopControls()
+	call.Circuit.SetReadDeadline(time.Now())
+	<-stdinDone
+	truncated[StreamStdout], truncated[StreamStderr] = stdout.truncated, stderr.truncated
+	return finish(ctx, tctx, cmd, werr, MethodStart)
+}
+
+func runPTY(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd, fw *frameWriter, truncated *[3]bool) (*Result, error) {
+	master, tty, err := openPTY(c.Rows, c.Cols)
+	if err != nil {
+		return nil, fmt.Errorf("%s: open pty: %w", MethodStart, err)
+	}
+	defer master.Close()
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
+	// Setsid makes the process a session and group leader, so the group
+	// kill in cmd.Cancel still reaches its children; Setpgid would fail
+	// for a session leader.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	err = cmd.Start()
+	tty.Close() // else the master never sees EIO when the process exits
+	if err != nil {
+		return nil, startError(MethodStart, cmd.Path, err)
+	}
+	out := &streamWriter{fw: fw, id: StreamStdout, max: c.MaxOutput}
+	outDone := make(chan error, 1)
+	go func() { outDone <- copyPTY(out, master) }()
+	stdinDone := make(chan struct{})
+	go func() {
+		defer close(stdinDone)
+		feedStdin(master, c.Stdin, call.Circuit)
+	}()
+	stopControls := handleControls(call, cmd.Process.Pid, master)
+	werr := cmd.Wait()
+	stopControls()
+	// A descendant may keep the terminal open; as os/exec does for pipes,
+	// give it WaitDelay and then stop reading.
+	var outErr error
+	t := time.NewTimer(WaitDelay)
+	select {
+	case outErr = <-outDone:
+	case <-t.C:
+		master.SetReadDeadline(time.Now())
+		<-outDone
+	}
+	t.Stop()
+	call.Circuit.SetReadDeadline(time.Now())
+	master.SetWriteDeadline(time.Now()) // a full terminal input queue
+	<-stdinDone
+	truncated[StreamStdout] = out.truncated
+	if werr == nil && outErr != nil && !errors.Is(outErr, os.ErrDeadlineExceeded) {
+		werr = outErr
+	}
+	return finish(ctx, tctx, cmd, werr, MethodStart)
+}
+
+// copyPTY forwards the PTY's output. Linux returns EIO from the master once
+// every holder of the terminal has closed it: that is the end of output.
+func copyPTY(w *streamWriter, master *os.File) error {
+	buf := make([]byte, chunkSize)
+	for {
+		n, err := master.Read(buf)
+		if n > 0 {
+			if _, werr := w.Write(buf[:n]); werr != nil {
+				return werr
+			}
+		}
+		if err != nil {
+			if err == io.EOF || errors.Is(err, syscall.EIO) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// openPTY opens a terminal pair with the master in non-blocking mode:
+// pty.Open leaves it blocking (its ioctls use File.Fd), and only a
+// non-blocking master can be read with a deadline and closed while a read
+// is pending.
+func openPTY(rows, cols uint16) (master, tty *os.File, err error) {
+	m, tty, err := pty.Open()
+	if err != nil {
+		return nil, nil, err
+	}
+	fd, err := unix.FcntlInt(m.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+	m.Close()
+	if err == nil {
+		err = unix.SetNonblock(fd, true)
+		if err != nil {
+			unix.Close(fd)
+		}
+	}
+	if err != nil {
+		tty.Close()
+		return nil, nil, err
+	}
+	master = os.NewFile(uintptr(fd), "/dev/ptmx")
+	if rows == 0 {
+		rows = 24
+	}
+	if cols == 0 {
+		cols = 80
+	}
+	if err := setWinsize(master, rows, cols); err != nil {
+		master.Close()
+		tty.Close()
+		return nil, nil, err
+	}
+	return master, tty, nil
+}
+
+func setWinsize(master *os.File, rows, cols uint16) error {
+	rc, err := master.SyscallConn()
+	if err != nil {
+		return err
+	}
+	var ierr error
+	err = rc.Control(func(fd uintptr) {
+		ierr = unix.IoctlSetWinsize(int(fd), unix.TIOCSWINSZ, &unix.Winsize{Row: rows, Col: cols})
+	})
+	if err != nil {
+		return err
+	}
+	return ierr
+}
+
+// feedStdin copies the process's stdin. If the process stops reading, the
+// circuit is still drained so that the caller's writes do not block.
+func feedStdin(w io.Writer, first []byte, circ io.Reader) {
+	if len(first) > 0 {
+		if _, err := w.Write(first); err != nil {
+			io.Copy(io.Discard, circ)
+			return
+		}
+	}
+	if _, err := io.Copy(w, circ); err != nil {
+		io.Copy(io.Discard, circ)
+	}
+}
+
+// handleControls applies signal and resize requests until the returned
+// function is called.
+func handleControls(call *rpc.Call, pgid int, master *os.File) (stop func()) {
+	done := make(chan struct{})
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		for {
+			select {
+			case <-done:
+				return
+			case ctl := <-call.Controls():
+				switch ctl.Op {
+				case rpc.OpSignal:
+					if ctl.Signal > 0 && ctl.Signal < 65 {
+						syscall.Kill(-pgid, syscall.Signal(ctl.Signal))
+					}
+				case rpc.OpResize:
+					if master != nil && ctl.Rows > 0 && ctl.Cols > 0 {
+						setWinsize(master, ctl.Rows, ctl.Cols)
+					}
+				}
+			}
+		}
+	}()
+	return func() {
+		close(done)
+		<-exited
+	}
+}
+
+func withTimeout(ctx context.Context, c *Cmd, method string) (context.Context, context.CancelFunc, error) {
+	switch {
+	case c.Timeout < 0:
+		return nil, nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative Timeout", method)
+	case c.Timeout > 0:
+		tctx, cancel := context.WithTimeout(ctx, c.Timeout)
+		return tctx, cancel, nil
+	}
+	return ctx, func() {}, nil
+}
+
+// prepare validates c and builds the command, in its own process group and
+// killed as a group when ctx is done.
+func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
+	var argv []string
+	switch {
+	case len(c.Argv) > 0 && c.Shell != "":
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: both Argv and Shell are set", method)
+	case c.Shell != "":
+		argv = []string{"/bin/sh", "-c", c.Shell}
+	case len(c.Argv) > 0 && c.Argv[0] != "":
+		argv = c.Argv
+	default:
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: no command (set Argv or Shell)", method)
+	}
+	env, err := buildEnv(c)
+	if err != nil {
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: %v", method, err)
+	}
+	if c.Dir != "" {
+		// The child's chdir error would be reported as "fork/exec <argv0>:
+		// no such file or directory", blaming the program.
+		fi, err := os.Stat(c.Dir)
+		if err != nil {
+			return nil, startError(method, argv[0], fmt.Errorf("working directory: %w", err))
+		}
+		if !fi.IsDir() {
+			return nil, rpc.Errorf(rpc.ErrNotFound, "%s %s: working directory %s is not a directory", method, argv[0], c.Dir)
+		}
+	}
+	cmd := osexec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env = env
+	cmd.Dir = c.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error {
+		// The group outlives the leader while any member lives, so its id
+		// cannot have been reused by an unrelated process.
+		if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil && err != syscall.ESRCH {
+			return err
+		}
+		return nil
+	}
+	cmd.WaitDelay = WaitDelay
+	return cmd, nil
+}
+
+func buildEnv(c *Cmd) ([]string, error) {
+	var env []string
+	if !c.ClearEnv {
+		env = os.Environ()
+	}
+	unset := func(key string) {
+		env = slices.DeleteFunc(env, func(kv string) bool {
+			return len(kv) > len(key) && kv[len(key)] == '=' && strings.HasPrefix(kv, key)
+		})
+	}
+	set := func(key, val string) {
+		unset(key)
+		env = append(env, key+"="+val)
+	}
+	for _, k := range c.Unset {
+		unset(k)
+	}
+	if c.PTY {
+		term := c.Term
+		if term == "" {
+			term = DefaultTerm
+		}
+		set("TERM", term)
+	}
+	keys := make([]string, 0, len(c.Env))
+	for k := range c.Env {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
+			return nil, fmt.Errorf("bad environment variable name %q", k)
+		}
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // a deterministic environment, whatever the map order
+	for _, k := range keys {
+		set(k, c.Env[k])
+	}
+	return env, nil
+}
+
+// startError gives a start failure the kind the caller can test for.
+func startError(method, prog string, err error) error {
+	switch {
+	case errors.Is(err, osexec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return rpc.Errorf(rpc.ErrNotFound, "%s %s: %v", method, prog, err)
+	case errors.Is(err, fs.ErrPermission), errors.Is(err, osexec.ErrDot):
+		return rpc.Errorf(rpc.ErrPermission, "%s %s: %v", method, prog, err)
+	}
+	return fmt.Errorf("%s %s: %w", method, prog, err)
+}
+
+// finish turns the end of a started process into the reply. ctx is the
+// call's, tctx the one with Cmd.Timeout.
+func finish(ctx, tctx context.Context, cmd *osexec.Cmd, werr error, method string) (*Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("%s %s: %w", method, cmd.Path, err)
+	}
+	timedOut := tctx.Err() != nil
+	var ee *osexec.ExitError
+	if werr != nil && !errors.As(werr, &ee) && !errors.Is(werr, osexec.ErrWaitDelay) && !timedOut {
+		return nil, fmt.Errorf("%s %s: %w", method, cmd.Path, werr)
+	}
+	res := &Result{TimedOut: timedOut}
+	ws, _ := cmd.ProcessState.Sys().(syscall.WaitStatus)
+	if ws.Signaled() {
+		res.ExitCode = -1
+		res.Signal = unix.SignalName(ws.Signal())
+		if res.Signal == "" {
+			res.Signal = fmt.Sprintf("SIG%d", int(ws.Signal()))
+		}
+	} else {
+		res.ExitCode = ws.ExitStatus()
+	}
+	return res, nil
+}
+
+// boundedBuffer keeps the first max bytes written to it and swallows the
+// rest, so that the process is never blocked by its output.
+type boundedBuffer struct {
+	buf       []byte
+	max       int64
+	truncated bool
+}
+
+func (b *boundedBuffer) Write(p []byte) (int, error) {
+	room := b.max - int64(len(b.buf))
+	if int64(len(p)) > room {
+		b.truncated = true
+		b.buf = append(b.buf, p[:room]...)
+	} else {
+		b.buf = append(b.buf, p...)
+	}
+	return len(p), nil
+}
+
+// frameWriter writes output frames to the circuit; stdout and stderr are
+// written from two goroutines.
+type frameWriter struct {
+	mu  sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (f *frameWriter) frame(id byte, p []byte) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for len(p) > 0 {
+		n := min(len(p), chunkSize)
+		// One Write per frame: on a yamux stream every Write is a message.
+		f.buf = append(f.buf[:0], id, 0, 0, 0, 0)
+		binary.BigEndian.PutUint32(f.buf[1:], uint32(n))
+		f.buf = append(f.buf, p[:n]...)
+		if _, err := f.w.Write(f.buf); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// streamWriter is one output stream of exec.Start, limited to max bytes
+// when max > 0 (the rest is swallowed so the process keeps running).
+type streamWriter struct {
+	fw        *frameWriter
+	id        byte
+	max, n    int64
+	truncated bool
+}
+
+func (s *streamWriter) Write(p []byte) (int, error) {
+	q := p
+	if s.max > 0 {
+		room := s.max - s.n
+		if int64(len(q)) > room {
+			s.truncated = true
+			q = q[:room]
+		}
+	}
+	if len(q) > 0 {
+		if err := s.fw.frame(s.id, q); err != nil {
+			return 0, err
+		}
+		s.n += int64(len(q))
+	}
+	return len(p), nil
+}

@@ -1,0 +1,84 @@
+package exec
+
+import "time"
+
+// Method names.
+const (
+	MethodRun   = "exec.Run"
+	MethodStart = "exec.Start"
+)
+
+// Output limits and the exec.Start frame format.
+const (
+	// DefaultRunMaxOutput is exec.Run's per-stream output limit when
+	// Cmd.MaxOutput is 0.
+	DefaultRunMaxOutput = 1 << 20
+	// MaxRunOutput is the largest per-stream limit exec.Run accepts (larger
+	// values are lowered to it): two full streams must fit in the reply,
+	// which is one bus frame (router.DefaultMaxFrameSize, 4 MiB).
+	MaxRunOutput = 3 << 19
+	// StreamStdout and StreamStderr are the stream ids of output frames.
+	StreamStdout = 1
+	StreamStderr = 2
+	// FrameHeaderLen is the size of an output frame's header.
+	FrameHeaderLen = 5
+	// MaxFrameData bounds the data of one output frame. The agent sends at
+	// most 32 KiB; clients refuse more than this.
+	MaxFrameData = 1 << 20
+	// DefaultTerm is TERM for a PTY when Cmd.Term is empty.
+	DefaultTerm = "xterm-256color"
+	// WaitDelay is how long the agent waits, after the process exited or
+	// was killed, for descendants that still hold its output open.
+	WaitDelay = 2 * time.Second
+)
+
+// Cmd is the argument of exec.Run and exec.Start.
+type Cmd struct {
+	// Argv is the program and its arguments. A program without a slash is
+	// looked up in the agent's PATH. Exactly one of Argv and Shell is set.
+	Argv []string `msgpack:"argv,omitempty"`
+	// Shell is a command line run with /bin/sh -c.
+	Shell string `msgpack:"sh,omitempty"`
+	// Stdin is fed to the process first (for exec.Start, before the
+	// circuit's bytes).
+	Stdin []byte `msgpack:"in,omitempty"`
+	// Env sets variables, applied after Unset.
+	Env map[string]string `msgpack:"env,omitempty"`
+	// Unset removes variables from the starting environment.
+	Unset []string `msgpack:"unset,omitempty"`
+	// ClearEnv starts from an empty environment instead of the agent's.
+	ClearEnv bool `msgpack:"clr,omitempty"`
+	// Dir is the working directory; empty means the agent's.
+	Dir string `msgpack:"dir,omitempty"`
+	// Timeout, if positive, is enforced on the agent: the process group is
+	// killed and Result.TimedOut set.
+	Timeout time.Duration `msgpack:"to,omitempty"`
+	// MaxOutput is the per-stream output limit; 0 means the default
+	// (DefaultRunMaxOutput for exec.Run, unlimited for exec.Start).
+	MaxOutput int64 `msgpack:"max,omitempty"`
+	// PTY runs the process on a pseudo-terminal (exec.Start only).
+	PTY bool `msgpack:"pty,omitempty"`
+	// Rows and Cols are the PTY's initial size (default 24x80).
+	Rows uint16 `msgpack:"rows,omitempty"`
+	Cols uint16 `msgpack:"cols,omitempty"`
+	// Term is TERM for the PTY (default DefaultTerm). A TERM in Env wins.
+	Term string `msgpack:"term,omitempty"`
+}
+
+// Result is the reply of exec.Run and exec.Start.
+type Result struct {
+	// ExitCode is the exit status, or -1 when a signal killed the process.
+	ExitCode int `msgpack:"code"`
+	// Signal names the signal that killed the process ("SIGKILL"), or is
+	// empty when it exited.
+	Signal string `msgpack:"sig,omitempty"`
+	// Stdout and Stderr are the collected output (exec.Run only).
+	Stdout []byte `msgpack:"out,omitempty"`
+	Stderr []byte `msgpack:"err,omitempty"`
+	// StdoutTruncated and StderrTruncated say that output beyond
+	// Cmd.MaxOutput was discarded.
+	StdoutTruncated bool `msgpack:"outtr,omitempty"`
+	StderrTruncated bool `msgpack:"errtr,omitempty"`
+	// TimedOut says that Cmd.Timeout passed and the process was killed.
+	TimedOut bool `msgpack:"tout,omitempty"`
+}
