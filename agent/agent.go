@@ -31,6 +31,8 @@ import (
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/connect"
 	"github.com/spindle-rpc/spindle/services/exec"
+	"golang.org/x/sys/unix"
+
 	// Hops an agent can start itself (connectors.Register in their init).
 	_ "github.com/spindle-rpc/spindle/connectors/doas"
 	_ "github.com/spindle-rpc/spindle/connectors/docker"
@@ -163,12 +165,23 @@ func takeStdio() (io.Reader, io.WriteCloser, error) {
 	}
 	syscall.CloseOnExec(in)
 	syscall.CloseOnExec(out)
+	growPipe(in)
+	growPipe(out)
 	// Non-blocking, so os.NewFile hands them to the netpoller (and the
 	// spinning reader can poll): a blocking read would pin a thread and
 	// cost a scheduler hand-off every time it returns.
 	syscall.SetNonblock(in, true)
 	syscall.SetNonblock(out, true)
 	return os.NewFile(uintptr(in), "spindle-in"), os.NewFile(uintptr(out), "spindle-out"), nil
+}
+
+// growPipe raises a pipe's buffer from 64 KiB to 1 MiB (the unprivileged
+// maximum). Whoever feeds the agent (sshd, sudo, docker exec) then keeps
+// reading its own side while the agent is busy with a chunk (hashing it,
+// writing it to disk) instead of stalling on a full pipe. Best effort: a
+// socket or terminal stays as it is.
+func growPipe(fd int) {
+	unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, 1<<20)
 }
 
 type stdio struct {
