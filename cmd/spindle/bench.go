@@ -337,7 +337,16 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         a session per command), ssh_connect_cached and ssh_connect_cold
         (connect + first call vs a fresh 'ssh host true'; cold empties the
         agent cache first and adds extra_ns), rtt_floor_10ms (sys.Ping vs
-        one TCP echo round trip through the proxy)
+        one TCP echo round trip through the proxy), become_sudo_true
+        (100 commands through one sudo hop vs 'ssh host sudo -n true')
+  via   via_true_seq (a command through two SSH hops vs 'ssh -J' over a
+        warm ControlMaster, 0 and 10 ms per hop), via_connect_parallel_20
+        (20 hops started through one agent at once vs one)
+  files put_1m/100m (fs.PutFile vs 'ssh host cat > f', _scp, _sftp),
+        get_1m/100m (fs.GetFile vs 'ssh host cat f > local', _scp),
+        put_100m_via (one bastion hop vs 'scp -J'), put_tree_1000x4k and
+        get_tree_1000x4k (fs.PutTree/GetTree vs 'scp -r'); 0 and 10 ms
+  files_big  put_1g rows with peak RSS growth (only when named)
 
 The ssh group runs against --ssh-target TARGET (resolved like the CLI's
 targets, with -F, -i, -o), or, when running as root with /usr/sbin/sshd,

@@ -70,6 +70,18 @@ func filesCases() []benchCase {
 			if fsz == bigSize {
 				continue
 			}
+			for _, tool := range []string{"ssh_cat", "scp"} {
+				name := "get_" + fsz.label
+				if tool != "ssh_cat" {
+					name += "_" + tool
+				}
+				cs = append(cs, benchCase{
+					Name: name + sfx, Group: group, Latency: ms, Baseline: tool + sfx, N: 1,
+					Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesGet(ms, fsz, n, "") },
+					Base:    func(e *benchEnv, n int) (float64, error) { return e.filesGet(ms, fsz, n, tool) },
+					Finish:  throughput(fsz.bytes, false),
+				})
+			}
 			cs = append(cs, benchCase{
 				Name: "put_" + fsz.label + "_via" + sfx, Group: group, Latency: ms, Baseline: "scp_jump" + sfx, N: 1,
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesPut(ms, fsz, n, true) },
@@ -81,6 +93,10 @@ func filesCases() []benchCase {
 			Name: "put_tree_1000x4k" + sfx, Group: "files", Latency: ms, Baseline: "scp_r" + sfx, N: 1,
 			Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesTree(ms, n, false) },
 			Base:    func(e *benchEnv, n int) (float64, error) { return e.filesTree(ms, n, true) },
+		}, benchCase{
+			Name: "get_tree_1000x4k" + sfx, Group: "files", Latency: ms, Baseline: "scp_r" + sfx, N: 1,
+			Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesGetTree(ms, n, false) },
+			Base:    func(e *benchEnv, n int) (float64, error) { return e.filesGetTree(ms, n, true) },
 		})
 	}
 	return cs
@@ -241,6 +257,103 @@ func (e *benchEnv) filesTree(ms int, n int, openssh bool) (float64, error) {
 	})
 }
 
+// remoteSource is a file of that size on the target for the get rows,
+// put there (untimed) on first use.
+func (f *filesBench) remoteSource(ctx stdctx.Context, fsz fileSize) (string, error) {
+	dst := f.remote + "/get-src-" + fsz.label
+	if st, err := fs.Stat(ctx, f.cx, dst); err == nil && st.Size == fsz.bytes {
+		return dst, nil
+	}
+	src, err := f.source(fsz)
+	if err != nil {
+		return "", err
+	}
+	_, err = fs.PutFile(ctx, f.cx, src, dst, false, fs.PutOptions{})
+	return dst, err
+}
+
+// remoteTree is the tree of the put rows on the target, put there
+// (untimed) on first use.
+func (f *filesBench) remoteTree(ctx stdctx.Context) (string, error) {
+	dst := f.remote + "/get-tree-src"
+	if _, err := fs.Stat(ctx, f.cx, dst); err == nil {
+		return dst, nil
+	}
+	tree := filepath.Join(f.local, "tree")
+	if _, err := os.Stat(tree); err != nil {
+		if err := makeTree(tree); err != nil {
+			return "", err
+		}
+	}
+	_, err := fs.PutTree(ctx, f.cx, tree, dst, fs.TreeOptions{})
+	return dst, err
+}
+
+// filesGet copies a remote file of that size to a local one: with
+// fs.GetFile when tool is "", else with that OpenSSH tool.
+func (e *benchEnv) filesGet(ms int, fsz fileSize, n int, tool string) (float64, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return 0, err
+	}
+	src, err := f.remoteSource(e.ctx, fsz)
+	if err != nil {
+		return 0, err
+	}
+	if tool != "" {
+		if !p.cmUp {
+			if err := p.run(e.ctx, true, "true"); err != nil {
+				return 0, err
+			}
+		}
+		dst := filepath.Join(f.local, "get-"+tool+"-"+fsz.label)
+		return timePerOp(n, func() error { return p.copyFrom(e.ctx, tool, src, dst, false) })
+	}
+	cx, err := p.context(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	dst := filepath.Join(f.local, "get-spindle-"+fsz.label)
+	return timePerOp(n, func() error {
+		_, err := fs.GetFile(e.ctx, cx, src, dst, false)
+		return err
+	})
+}
+
+// filesGetTree copies the remote tree into a fresh local directory each
+// round, with fs.GetTree or (openssh) `scp -r`.
+func (e *benchEnv) filesGetTree(ms int, n int, openssh bool) (float64, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return 0, err
+	}
+	src, err := f.remoteTree(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	i := 0
+	dst := func(who string) string {
+		i++
+		return filepath.Join(f.local, fmt.Sprintf("get-%s-tree-%d", who, i))
+	}
+	if openssh {
+		if !p.cmUp {
+			if err := p.run(e.ctx, true, "true"); err != nil {
+				return 0, err
+			}
+		}
+		return timePerOp(n, func() error { return p.copyFrom(e.ctx, "scp", src, dst("scp"), true) })
+	}
+	cx, err := p.context(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	return timePerOp(n, func() error {
+		_, err := fs.GetTree(e.ctx, cx, src, dst("spindle"), fs.TreeOptions{})
+		return err
+	})
+}
+
 // makeTree writes treeFiles files of treeFileSize in 10 directories.
 func makeTree(dir string) error {
 	buf := make([]byte, treeFileSize)
@@ -290,6 +403,38 @@ func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recur
 		batch := fmt.Sprintf("put %s %s\n", src, dst)
 		cmd = osexec.CommandContext(ctx, "sftp", append(append([]string{"-q", "-b", "-"}, common...), p.dest)...)
 		cmd.Stdin = strings.NewReader(batch)
+	default:
+		return fmt.Errorf("unknown tool %q", tool)
+	}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s %s → %s: %v: %s", tool, src, dst, err, bytes.TrimSpace(errb.Bytes()))
+	}
+	return nil
+}
+
+// copyFrom copies src on the path's target to the local dst with an
+// OpenSSH tool, over the path's ControlMaster.
+func (p *sshPath) copyFrom(ctx stdctx.Context, tool, src, dst string, recursive bool) error {
+	common := append([]string{"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=auto",
+		"-o", "ControlPath=" + p.cm, "-o", "ControlPersist=60"}, p.sshArgs...)
+	var cmd *osexec.Cmd
+	switch tool {
+	case "ssh_cat":
+		out, err := os.Create(dst)
+		if err != nil {
+			return err
+		}
+		defer out.Close()
+		cmd = osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, common...), p.dest, "cat "+shellQuote(src))...)
+		cmd.Stdout = out
+	case "scp":
+		args := append([]string{"-q"}, common...)
+		if recursive {
+			args = append(args, "-r")
+		}
+		cmd = osexec.CommandContext(ctx, "scp", append(args, p.dest+":"+src, dst)...)
 	default:
 		return fmt.Errorf("unknown tool %q", tool)
 	}
