@@ -373,16 +373,7 @@ func makeTree(dir string) error {
 // copyWith copies src to dst on the path's target with an OpenSSH tool,
 // over the path's ControlMaster (or, via, the ssh -J one).
 func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recursive bool) error {
-	cm := p.cm
-	if via {
-		cm = p.jumpCM
-	}
-	mux := []string{"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=auto",
-		"-o", "ControlPath=" + cm, "-o", "ControlPersist=60"}
-	common := append(append([]string{}, mux...), p.sshArgs...)
-	if via {
-		common = append(common, "-J", p.dest)
-	}
+	common := p.muxArgs(via)
 	var cmd *osexec.Cmd
 	switch tool {
 	case "ssh_cat":
@@ -406,6 +397,26 @@ func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recur
 	default:
 		return fmt.Errorf("unknown tool %q", tool)
 	}
+	return runTool(cmd, tool, src, dst)
+}
+
+// muxArgs are the OpenSSH options that ride the path's ControlMaster (or,
+// via, the ssh -J one).
+func (p *sshPath) muxArgs(via bool) []string {
+	cm := p.cm
+	if via {
+		cm = p.jumpCM
+	}
+	args := append([]string{"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=auto",
+		"-o", "ControlPath=" + cm, "-o", "ControlPersist=60"}, p.sshArgs...)
+	if via {
+		args = append(args, "-J", p.dest)
+	}
+	return args
+}
+
+// runTool runs an OpenSSH copy, its stderr in the error.
+func runTool(cmd *osexec.Cmd, tool, src, dst string) error {
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	if err := cmd.Run(); err != nil {
@@ -417,8 +428,7 @@ func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recur
 // copyFrom copies src on the path's target to the local dst with an
 // OpenSSH tool, over the path's ControlMaster.
 func (p *sshPath) copyFrom(ctx stdctx.Context, tool, src, dst string, recursive bool) error {
-	common := append([]string{"-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=auto",
-		"-o", "ControlPath=" + p.cm, "-o", "ControlPersist=60"}, p.sshArgs...)
+	common := p.muxArgs(false)
 	var cmd *osexec.Cmd
 	switch tool {
 	case "ssh_cat":
@@ -438,12 +448,7 @@ func (p *sshPath) copyFrom(ctx stdctx.Context, tool, src, dst string, recursive 
 	default:
 		return fmt.Errorf("unknown tool %q", tool)
 	}
-	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("%s %s → %s: %v: %s", tool, src, dst, err, bytes.TrimSpace(errb.Bytes()))
-	}
-	return nil
+	return runTool(cmd, tool, src, dst)
 }
 
 // watchRSS samples this process's and (when it runs on this machine) the
