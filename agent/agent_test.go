@@ -3,7 +3,10 @@ package agent_test
 import (
 	stdctx "context"
 	"errors"
+	"fmt"
+	"os"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +15,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/internal/testagent"
 	"github.com/spindle-rpc/spindle/services/sys"
+	"golang.org/x/sys/unix"
 )
 
 // TestCustomAgent builds examples/customagent (agent.Main with an extra
@@ -44,5 +48,60 @@ func TestCustomAgent(t *testing.T) {
 	}
 	if err := sys.Ping(ctx, cx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestInputPipeGrown: the agent reads its parent link from a pipe grown to
+// 1 MiB, so that whoever feeds it (sshd, sudo) does not stall on a full
+// 64 KiB pipe while the agent is busy with a chunk.
+func TestInputPipeGrown(t *testing.T) {
+	path, err := testagent.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
+	defer cancel()
+	cx, closeFn, err := spindle.Dial(ctx, local.Options{Agent: bootstrap.FromFile(path, runtime.GOOS, runtime.GOARCH)}, spindle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFn()
+	proc := fmt.Sprintf("/proc/%d", cx.Hello().PID)
+	fds, err := os.ReadDir(proc + "/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sizes []int
+	for _, fd := range fds {
+		target, err := os.Readlink(proc + "/fd/" + fd.Name())
+		if err != nil || !strings.HasPrefix(target, "pipe:") {
+			continue
+		}
+		info, err := os.ReadFile(proc + "/fdinfo/" + fd.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var flags int
+		for _, line := range strings.Split(string(info), "\n") {
+			if v, ok := strings.CutPrefix(line, "flags:"); ok {
+				fmt.Sscanf(strings.TrimSpace(v), "%o", &flags)
+			}
+		}
+		if flags&unix.O_ACCMODE != unix.O_RDONLY {
+			continue // a write end: the agent's output or stderr
+		}
+		f, err := os.OpenFile(proc+"/fd/"+fd.Name(), os.O_RDONLY|unix.O_NONBLOCK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		size, err := unix.FcntlInt(f.Fd(), unix.F_GETPIPE_SZ, 0)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		sizes = append(sizes, size)
+	}
+	if len(sizes) != 1 || sizes[0] != 1<<20 {
+		t.Fatalf("the agent's read ends of pipes have sizes %v, want one of 1 MiB (its input)", sizes)
 	}
 }
