@@ -18,6 +18,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// dialAgent starts the agent binary at path with the local connector; it
+// is shut down when the test ends.
+func dialAgent(t *testing.T, path string) (stdctx.Context, *spindle.Context) {
+	t.Helper()
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	cx, closeFn, err := spindle.Dial(ctx, local.Options{Agent: bootstrap.FromFile(path, runtime.GOOS, runtime.GOARCH)}, spindle.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { closeFn() })
+	return ctx, cx
+}
+
 // TestCustomAgent builds examples/customagent (agent.Main with an extra
 // service), ships it with the local connector, and calls both the extra
 // service and a default one.
@@ -26,13 +40,7 @@ func TestCustomAgent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
-	defer cancel()
-	cx, closeFn, err := spindle.Dial(ctx, local.Options{Agent: bootstrap.FromFile(path, runtime.GOOS, runtime.GOARCH)}, spindle.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeFn()
+	ctx, cx := dialAgent(t, path)
 	var reply struct {
 		Text string `msgpack:"text"`
 		PID  int    `msgpack:"pid"`
@@ -59,13 +67,7 @@ func TestInputPipeGrown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
-	defer cancel()
-	cx, closeFn, err := spindle.Dial(ctx, local.Options{Agent: bootstrap.FromFile(path, runtime.GOOS, runtime.GOARCH)}, spindle.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer closeFn()
+	_, cx := dialAgent(t, path)
 	proc := fmt.Sprintf("/proc/%d", cx.Hello().PID)
 	fds, err := os.ReadDir(proc + "/fd")
 	if err != nil {

@@ -214,10 +214,8 @@ func (e *benchEnv) filesOpenSSH(ms int, fsz fileSize, n int, tool string, via bo
 		if err := p.jumpTrue(e.ctx); err != nil { // the jump master, untimed
 			return 0, err
 		}
-	} else if !p.cmUp {
-		if err := p.run(e.ctx, true, "true"); err != nil {
-			return 0, err
-		}
+	} else if err := p.warmMaster(e.ctx); err != nil {
+		return 0, err
 	}
 	return timePerOp(n, func() error { return p.copyWith(e.ctx, tool, src, dst, via, false) })
 }
@@ -227,17 +225,13 @@ func (e *benchEnv) filesTree(ms int, n int, openssh bool) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
-	tree := filepath.Join(f.local, "tree")
-	if _, err := os.Stat(tree); err != nil {
-		if err := makeTree(tree); err != nil {
-			return 0, err
-		}
+	tree, err := f.localTree()
+	if err != nil {
+		return 0, err
 	}
 	if openssh {
-		if !p.cmUp {
-			if err := p.run(e.ctx, true, "true"); err != nil {
-				return 0, err
-			}
+		if err := p.warmMaster(e.ctx); err != nil {
+			return 0, err
 		}
 		i := 0
 		return timePerOp(n, func() error {
@@ -279,13 +273,11 @@ func (f *filesBench) remoteTree(ctx stdctx.Context) (string, error) {
 	if _, err := fs.Stat(ctx, f.cx, dst); err == nil {
 		return dst, nil
 	}
-	tree := filepath.Join(f.local, "tree")
-	if _, err := os.Stat(tree); err != nil {
-		if err := makeTree(tree); err != nil {
-			return "", err
-		}
+	tree, err := f.localTree()
+	if err != nil {
+		return "", err
 	}
-	_, err := fs.PutTree(ctx, f.cx, tree, dst, fs.TreeOptions{})
+	_, err = fs.PutTree(ctx, f.cx, tree, dst, fs.TreeOptions{})
 	return dst, err
 }
 
@@ -301,10 +293,8 @@ func (e *benchEnv) filesGet(ms int, fsz fileSize, n int, tool string) (float64, 
 		return 0, err
 	}
 	if tool != "" {
-		if !p.cmUp {
-			if err := p.run(e.ctx, true, "true"); err != nil {
-				return 0, err
-			}
+		if err := p.warmMaster(e.ctx); err != nil {
+			return 0, err
 		}
 		dst := filepath.Join(f.local, "get-"+tool+"-"+fsz.label)
 		return timePerOp(n, func() error { return p.copyFrom(e.ctx, tool, src, dst, false) })
@@ -337,10 +327,8 @@ func (e *benchEnv) filesGetTree(ms int, n int, openssh bool) (float64, error) {
 		return filepath.Join(f.local, fmt.Sprintf("get-%s-tree-%d", who, i))
 	}
 	if openssh {
-		if !p.cmUp {
-			if err := p.run(e.ctx, true, "true"); err != nil {
-				return 0, err
-			}
+		if err := p.warmMaster(e.ctx); err != nil {
+			return 0, err
 		}
 		return timePerOp(n, func() error { return p.copyFrom(e.ctx, "scp", src, dst("scp"), true) })
 	}
@@ -352,6 +340,15 @@ func (e *benchEnv) filesGetTree(ms int, n int, openssh bool) (float64, error) {
 		_, err := fs.GetTree(e.ctx, cx, src, dst("spindle"), fs.TreeOptions{})
 		return err
 	})
+}
+
+// localTree is the local tree of the tree rows, made on first use.
+func (f *filesBench) localTree() (string, error) {
+	tree := filepath.Join(f.local, "tree")
+	if _, err := os.Stat(tree); err == nil {
+		return tree, nil
+	}
+	return tree, makeTree(tree)
 }
 
 // makeTree writes treeFiles files of treeFileSize in 10 directories.

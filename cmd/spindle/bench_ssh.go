@@ -98,10 +98,8 @@ func sshCases() []benchCase {
 		Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(0).spindleSudoTrue(e.ctx, n) },
 		Base: func(e *benchEnv, n int) (float64, error) {
 			p := e.sshPath(0)
-			if !p.cmUp {
-				if err := p.run(e.ctx, true, "true"); err != nil {
-					return 0, err
-				}
+			if err := p.warmMaster(e.ctx); err != nil {
+				return 0, err
 			}
 			return timePerOp(n, func() error { return p.run(e.ctx, true, "sudo -n true") })
 		},
@@ -511,12 +509,18 @@ func (p *sshPath) run(ctx stdctx.Context, master bool, remote string) error {
 	return nil
 }
 
+// warmMaster starts the path's ControlMaster, if it is not up, so that
+// timed OpenSSH commands ride a warm one.
+func (p *sshPath) warmMaster(ctx stdctx.Context) error {
+	if p.cmUp {
+		return nil
+	}
+	return p.run(ctx, true, "true")
+}
+
 func (p *sshPath) controlMasterTrue(ctx stdctx.Context, n int) (float64, error) {
-	if !p.cmUp {
-		// Start the master before timing.
-		if err := p.run(ctx, true, "true"); err != nil {
-			return 0, err
-		}
+	if err := p.warmMaster(ctx); err != nil {
+		return 0, err
 	}
 	return timePerOp(n, func() error { return p.run(ctx, true, "true") })
 }
