@@ -17,7 +17,9 @@ FUZZ_MEMLIMIT ?= 1GiB
 all: build
 
 # Agents first: the controller embeds them (compressed) for every platform
-# it can reach, plus its own.
+# it can reach, plus its own, each with a .sum (sha256 and size of the
+# uncompressed binary) so that a connection's first stage can name every
+# agent's hash without inflating any of them.
 agents:
 	@mkdir -p $(AGENTS_DIR)
 	@for p in $(sort $(AGENT_PLATFORMS) $(HOST_PLATFORM)); do \
@@ -25,7 +27,9 @@ agents:
 		echo "agent $$os/$$arch"; \
 		CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath -ldflags '$(LDFLAGS)' \
 			-o $(AGENTS_DIR)/spindle-agent-$$os-$$arch ./cmd/spindle-agent || exit 1; \
-		gzip -9 -n -f $(AGENTS_DIR)/spindle-agent-$$os-$$arch || exit 1; \
+		f=$(AGENTS_DIR)/spindle-agent-$$os-$$arch; \
+		echo "$$(sha256sum < $$f | cut -d' ' -f1) $$(wc -c < $$f)" > $$f.sum || exit 1; \
+		gzip -9 -n -f $$f || exit 1; \
 	done
 
 build: agents

@@ -18,12 +18,44 @@ import (
 //go:embed agents
 var embedded embed.FS
 
-// Binary is one agent executable.
+// Binary is one agent executable. Its hash and size are known up front;
+// its bytes may be decompressed only when first needed, because the first
+// stage of every connection names the hash of every platform's agent and
+// only a cold target needs the bytes (inflating and hashing the embedded
+// agents cost a CLI run 80 ms before its first packet).
 type Binary struct {
 	OS, Arch string
-	Data     []byte // uncompressed
-	Hash     string // hex sha256 of Data
-	gz       []byte // gzip of Data, when the build embedded it so
+	Hash     string // hex sha256 of the uncompressed binary
+	Size     int    // bytes, uncompressed
+	gz       []byte // the gzip form, when the build embedded it so
+
+	once sync.Once
+	data []byte
+	err  error
+}
+
+// Bytes returns the uncompressed binary, inflating it on first use and
+// checking it against Hash.
+func (b *Binary) Bytes() ([]byte, error) {
+	b.once.Do(func() {
+		if b.data != nil {
+			return
+		}
+		zr, err := gzip.NewReader(bytes.NewReader(b.gz))
+		if err == nil {
+			b.data, err = io.ReadAll(io.LimitReader(zr, int64(b.Size)+1))
+		}
+		if err == nil {
+			sum := sha256.Sum256(b.data)
+			if len(b.data) != b.Size || hex.EncodeToString(sum[:]) != b.Hash {
+				err = fmt.Errorf("does not match the build's manifest (%d bytes, sha256 %s)", b.Size, b.Hash)
+			}
+		}
+		if err != nil {
+			b.data, b.err = nil, fmt.Errorf("embedded agent for %s/%s is corrupt: %w (rebuild with `make build`)", b.OS, b.Arch, err)
+		}
+	})
+	return b.data, b.err
 }
 
 // Source supplies agent binaries by platform.
@@ -36,7 +68,7 @@ var ErrNoAgent = errors.New("no agent binary")
 
 func newBinary(goos, goarch string, data []byte) *Binary {
 	sum := sha256.Sum256(data)
-	return &Binary{OS: goos, Arch: goarch, Data: data, Hash: hex.EncodeToString(sum[:])}
+	return &Binary{OS: goos, Arch: goarch, data: data, Size: len(data), Hash: hex.EncodeToString(sum[:])}
 }
 
 // Default returns the agents this controller was built with: the
@@ -72,7 +104,18 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 	if p := os.Getenv("SPINDLE_AGENT"); p != "" && own {
 		return readAgentFile(p, goos, goarch)
 	}
-	if gz, err := embedded.ReadFile("agents/spindle-agent-" + goos + "-" + goarch + ".gz"); err == nil {
+	name := "agents/spindle-agent-" + goos + "-" + goarch
+	if gz, err := embedded.ReadFile(name + ".gz"); err == nil {
+		if sum, err := embedded.ReadFile(name + ".sum"); err == nil {
+			// `make agents` wrote the hash and size beside the gzip:
+			// nothing to inflate until a target needs the bytes.
+			var hash string
+			var size int
+			if _, err := fmt.Sscan(string(sum), &hash, &size); err != nil || !isHex(hash, 64) || size <= 0 {
+				return nil, fmt.Errorf("embedded agent for %s/%s: bad manifest %q (rebuild with `make build`)", goos, goarch, sum)
+			}
+			return &Binary{OS: goos, Arch: goarch, Hash: hash, Size: size, gz: gz}, nil
+		}
 		zr, err := gzip.NewReader(bytes.NewReader(gz))
 		if err != nil {
 			return nil, fmt.Errorf("embedded agent for %s/%s is corrupt: %w", goos, goarch, err)

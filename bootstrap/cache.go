@@ -95,11 +95,15 @@ func Materialize(b *Binary) (string, error) {
 		verified.Store(path, b.Hash)
 		return path, nil
 	}
+	data, err := b.Bytes()
+	if err != nil {
+		return "", err
+	}
 	tmp, err := os.CreateTemp(dir, ".agent-*")
 	if err != nil {
 		return "", err
 	}
-	_, err = tmp.Write(b.Data)
+	_, err = tmp.Write(data)
 	if err == nil {
 		err = tmp.Chmod(0o700)
 	}

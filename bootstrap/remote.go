@@ -92,7 +92,7 @@ func stagePlatforms(src Source) string {
 				}
 				b.WriteString(o.pattern + "/" + p)
 			}
-			fmt.Fprintf(&b, ") a=%s; h=%s; b=%d;; ", AgentFileName(bin), bin.Hash, len(bin.Data))
+			fmt.Fprintf(&b, ") a=%s; h=%s; b=%d;; ", AgentFileName(bin), bin.Hash, bin.Size)
 		}
 	}
 	return b.String()
@@ -326,7 +326,8 @@ func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
 	if err != nil {
 		return fmt.Errorf("the target is %s/%s: %w", goos, goarch, err)
 	}
-	payload, format := bin.Data, "raw"
+	var payload []byte
+	format := "raw"
 	for _, d := range decompressors {
 		if d == "gzip" {
 			if payload, err = gzipped(bin); err != nil {
@@ -334,6 +335,11 @@ func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
 			}
 			format = "gzip"
 			break
+		}
+	}
+	if format == "raw" {
+		if payload, err = bin.Bytes(); err != nil {
+			return err
 		}
 	}
 	rs.log.Debug("sending agent", zap.String("context", rs.name), zap.String("platform", rs.platform),
@@ -345,7 +351,7 @@ func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
 	if _, err := rs.w.Write(payload); err != nil {
 		return fmt.Errorf("send agent: %w", err)
 	}
-	rs.sent, rs.format, rs.wire, rs.size, rs.sendTime = true, format, len(payload), len(bin.Data), time.Since(t0)
+	rs.sent, rs.format, rs.wire, rs.size, rs.sendTime = true, format, len(payload), bin.Size, time.Since(t0)
 	return nil
 }
 
@@ -363,8 +369,13 @@ func gzipped(b *Binary) ([]byte, error) {
 		var buf bytes.Buffer
 		// Level 6, not 9: on a 5 MiB agent 9 saves 0.3% and takes 3.4x
 		// as long (0.67 s against 0.2 s).
+		data, err := b.Bytes()
+		if err != nil {
+			ent.err = err
+			return
+		}
 		zw, _ := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
-		if _, err := zw.Write(b.Data); err != nil {
+		if _, err := zw.Write(data); err != nil {
 			ent.err = err
 			return
 		}

@@ -637,7 +637,15 @@ func TestSaltedSourceChangesTheHashOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	again, _ := s.Agent(runtime.GOOS, runtime.GOARCH)
-	if a.Hash == plain.Hash || again != a || len(a.Data) != len(plain.Data)+16 || !bytes.Equal(a.Data[:len(plain.Data)], plain.Data) {
-		t.Fatalf("salted agent: hash %s (plain %s), %d bytes (plain %d)", a.Hash[:8], plain.Hash[:8], len(a.Data), len(plain.Data))
+	ad, err := a.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pd, err := plain.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Hash == plain.Hash || again != a || len(ad) != len(pd)+16 || a.Size != len(ad) || !bytes.Equal(ad[:len(pd)], pd) {
+		t.Fatalf("salted agent: hash %s (plain %s), %d bytes (plain %d)", a.Hash[:8], plain.Hash[:8], len(ad), len(pd))
 	}
 }

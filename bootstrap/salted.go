@@ -34,7 +34,11 @@ func (s *salted) Agent(goos, goarch string) (*Binary, error) {
 	if err != nil {
 		return nil, err
 	}
-	data := append(append(make([]byte, 0, len(b.Data)+len(s.salt)), b.Data...), s.salt...)
+	base, err := b.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	data := append(append(make([]byte, 0, len(base)+len(s.salt)), base...), s.salt...)
 	nb := newBinary(b.OS, b.Arch, data)
 	s.bins[goos+"/"+goarch] = nb
 	return nb, nil
