@@ -29,6 +29,8 @@ type Link struct {
 	wmu  sync.Mutex
 	wbuf []byte
 
+	streams streamSet // the bus and every circuit, unblocked when the link dies
+
 	doneOnce sync.Once
 	done     chan struct{}
 	err      error // why the link died; set before done is closed
@@ -79,16 +81,24 @@ func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent
 		conn.Close()
 		return nil, err
 	}
+	// However the session ends (our close, or yamux's own on a transport
+	// error), nothing may stay blocked on its streams: see streamSet.
+	go func() {
+		<-l.sess.CloseChan()
+		l.streams.unblockAll()
+	}()
 	if !toParent {
-		l.bus, err = l.sess.OpenStream()
+		bus, err := l.sess.OpenStream()
 		if err != nil {
 			l.sess.Close()
 			return nil, fmt.Errorf("open bus to %s: %w", name, err)
 		}
+		l.streams.add(bus)
+		l.bus = bus
 		return l, nil
 	}
 	type accepted struct {
-		c   net.Conn
+		c   *yamux.Stream
 		err error
 	}
 	ch := make(chan accepted, 1)
@@ -102,6 +112,7 @@ func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent
 			l.sess.Close()
 			return nil, fmt.Errorf("accept bus from parent: %w", a.err)
 		}
+		l.streams.add(a.c)
 		l.bus = a.c
 		return l, nil
 	case <-ctx.Done():
@@ -143,6 +154,7 @@ func (l *Link) openStream(m *Message) (net.Conn, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open circuit to %s: %w", l.name, l.deadErr(err))
 	}
+	l.streams.add(st)
 	if _, err := st.Write(AppendFrame(nil, m)); err != nil {
 		st.Close()
 		return nil, fmt.Errorf("open circuit to %s: %w", l.name, l.deadErr(err))
@@ -159,6 +171,7 @@ func (l *Link) close(err error) {
 			err = fmt.Errorf("link to %s lost: %v", l.name, err)
 		}
 		l.err = err
+		l.streams.unblockAll() // before the session's close, which may wait
 		l.sess.Close()
 		close(l.done)
 	})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/hashicorp/yamux"
 	"io"
 	"net"
 	"sync"
@@ -440,6 +441,9 @@ func (r *Router) readLoop(l *Link) {
 	if errors.Is(err, ErrMalformed) || errors.Is(err, ErrFrameTooLarge) {
 		r.log.Warn("protocol error, closing link", zap.String("link", l.name), zap.Error(err))
 	}
+	if errors.Is(err, yamux.ErrTimeout) && l.sess.IsClosed() {
+		err = yamux.ErrSessionShutdown // the session's end unblocked us
+	}
 	l.close(err)
 	r.linkLost(l)
 }
@@ -451,6 +455,7 @@ func (r *Router) acceptLoop(l *Link) {
 		if err != nil {
 			return
 		}
+		l.streams.add(st)
 		r.wg.Add(1)
 		go func() {
 			defer r.wg.Done()
