@@ -10,8 +10,10 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/kevinburke/ssh_config"
@@ -59,7 +61,77 @@ func resolveConfig(ctx context.Context, host, configFile, user string, port int,
 	return resolveWithFile(host, configFile, user, port)
 }
 
+// sshGTTL is how long an `ssh -G` answer is reused.
+const sshGTTL = 5 * time.Second
+
+// sshGAnswers shares `ssh -G` answers between connections: twenty hops
+// through one bastion at once would otherwise start the ssh client twenty
+// times for the same question (8 % of all CPU in via_connect_parallel_20).
+// An answer is kept for sshGTTL, so an edit of ssh_config is seen by the
+// connections after it, and concurrent identical questions share one run.
+var sshGAnswers = struct {
+	sync.Mutex
+	m map[string]*sshGAnswer
+}{m: map[string]*sshGAnswer{}}
+
+type sshGAnswer struct {
+	done chan struct{}
+	at   time.Time
+	hc   *hostConfig
+	err  error
+}
+
 func resolveWithSSH(ctx context.Context, path, host, configFile, user string, port int) (*hostConfig, error) {
+	// The key names the config file's version too, so that an edit is
+	// seen at once (Included files only after sshGTTL).
+	cfg := configFile
+	if cfg == "" {
+		cfg = filepath.Join(os.Getenv("HOME"), ".ssh", "config")
+	}
+	version := "-"
+	if fi, err := os.Stat(cfg); err == nil {
+		version = fi.ModTime().String() + "/" + strconv.FormatInt(fi.Size(), 10)
+	}
+	key := strings.Join([]string{path, host, cfg, version, user, strconv.Itoa(port)}, "\x00")
+	sshGAnswers.Lock()
+	a := sshGAnswers.m[key]
+	if a != nil && a.err == nil && !a.at.IsZero() && time.Since(a.at) > sshGTTL {
+		a = nil
+	}
+	if a == nil {
+		a = &sshGAnswer{done: make(chan struct{})}
+		sshGAnswers.m[key] = a
+		sshGAnswers.Unlock()
+		// Not the caller's ctx: the run is shared, and bounded anyway.
+		hc, err := runSSHG(context.WithoutCancel(ctx), path, host, configFile, user, port)
+		sshGAnswers.Lock()
+		a.hc, a.err, a.at = hc, err, time.Now()
+		if a.err != nil {
+			delete(sshGAnswers.m, key) // failures are not remembered
+		}
+		close(a.done)
+	}
+	sshGAnswers.Unlock()
+	select {
+	case <-a.done:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	if a.err != nil {
+		return nil, a.err
+	}
+	return a.hc.clone(), nil
+}
+
+func (hc *hostConfig) clone() *hostConfig {
+	c := *hc
+	c.IdentityFiles = slices.Clone(hc.IdentityFiles)
+	c.UserKnownHostsFiles = slices.Clone(hc.UserKnownHostsFiles)
+	c.GlobalKnownHostsFiles = slices.Clone(hc.GlobalKnownHostsFiles)
+	return &c
+}
+
+func runSSHG(ctx context.Context, path, host, configFile, user string, port int) (*hostConfig, error) {
 	argv := []string{"-G"}
 	if configFile != "" {
 		argv = append(argv, "-F", configFile)
