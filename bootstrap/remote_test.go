@@ -362,6 +362,15 @@ func TestTamperedAgent(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("cache holds %v", files)
 	}
+	// The verified agent left its memo, which lets the next start skip the
+	// hash; tampering must still be caught (the write changes its ctime).
+	memo := filepath.Join(tg.cacheDir(), "."+filepath.Base(files[0])+".ok")
+	if b, err := os.ReadFile(memo); err != nil || !strings.Contains(string(b), " ") {
+		t.Fatalf("no self-check memo after a verified start: %q, %v", b, err)
+	}
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start with a memo uploaded")
+	}
 	tamper(t, files[0])
 
 	// Once by hand: the error is ErrStaleAgent and the file is gone.
