@@ -100,7 +100,7 @@ func stagePlatforms(src Source) string {
 
 // RemoteCommand returns the one-line first stage to run as the remote
 // command of a fresh session (SSH exec request, `sudo … sh -c`, `docker exec
-// -i … sh -c`): `sh -c '…'` with no `!`, `\` or embedded single quote, so it
+// -i … sh -c`): `exec sh -c '…'` with no `!`, `\` or embedded single quote, so it
 // survives any login shell (sh, bash, dash, zsh, fish, tcsh, busybox ash).
 //
 // The stage (PROTOCOL.md section 10) finds the agent for the target's
@@ -124,7 +124,7 @@ func RemoteScript(args AgentArgs, src Source) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSuffix(strings.TrimPrefix(cmd, "sh -c '"), "'"), nil
+	return strings.TrimSuffix(strings.TrimPrefix(cmd, "exec sh -c '"), "'"), nil
 }
 
 // errNoSource is returned when a caller passes no agent source.
@@ -153,7 +153,11 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	// the shell too).
 	run := fmt.Sprintf(`x() { exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2"; }; `,
 		a.ID, a.Parent, a.Name, a.Nonce, a.Verbosity)
-	script := "umask 077; n=" + args.Nonce + "; u=$(id -u); set -- $(uname -s -m); s=$1; m=$2; " +
+	// The effective uid from /proc with builtins only (a process start
+	// saved per hop), else from id.
+	script := "umask 077; n=" + args.Nonce + "; " +
+		`u=; while read k r e x; do test "$k" = Uid: && { u=$e; break; }; done 2>/dev/null < /proc/self/status; test -n "$u" || u=$(id -u); ` +
+		"set -- $(uname -s -m); s=$1; m=$2; " +
 		"case $s/$m in " + stagePlatforms(src) + "*) a=; h=; b=;; esac; " +
 		run +
 		// k DIR: usable unless empty, a symlink, not a directory or not ours
@@ -186,7 +190,9 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	if strings.ContainsAny(script, "'\\!\n\r") {
 		return "", fmt.Errorf("bootstrap: first stage would contain a quote, backslash, ! or newline")
 	}
-	return "sh -c '" + script + "'", nil
+	// exec: the login shell that runs the command line becomes the stage's
+	// sh instead of forking it (dash, for one, would fork).
+	return "exec sh -c '" + script + "'", nil
 }
 
 func safeWord(s string) bool {

@@ -542,7 +542,7 @@ func TestCancel(t *testing.T) {
 	}
 }
 
-// TestRemoteCommandShape: one line, sh -c '…', nothing a login shell
+// TestRemoteCommandShape: one line, exec sh -c '…', nothing a login shell
 // could reinterpret; unsafe names are refused.
 func TestRemoteCommandShape(t *testing.T) {
 	args := bootstrap.AgentArgs{ID: 1, Name: "ssh:web1 → sudo:root", Nonce: bootstrap.NewNonce(), Verbosity: 2}
@@ -550,9 +550,9 @@ func TestRemoteCommandShape(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	inner, ok := strings.CutPrefix(cmd, "sh -c '")
+	inner, ok := strings.CutPrefix(cmd, "exec sh -c '")
 	if !ok || !strings.HasSuffix(inner, "'") {
-		t.Fatalf("not sh -c '…': %s", cmd)
+		t.Fatalf("not exec sh -c '…': %s", cmd)
 	}
 	inner = inner[:len(inner)-1]
 	if strings.ContainsAny(inner, "'!\\\n\r") {

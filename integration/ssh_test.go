@@ -106,7 +106,7 @@ func checkPrivate(t *testing.T, u *sshtest.User, agent string) {
 	}
 }
 
-// The first stage survives every login shell: it is one `sh -c '…'` line.
+// The first stage survives every login shell: it is one `exec sh -c '…'` line.
 func TestSSHLoginShells(t *testing.T) {
 	t.Parallel()
 	shells := []string{"/bin/bash", "/bin/dash", "/usr/bin/zsh", "/usr/bin/fish", "/usr/bin/tcsh", "busybox-ash"}

@@ -14,6 +14,7 @@ import (
 	"io"
 	"os"
 	"os/user"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -73,11 +74,12 @@ func run(ctx stdctx.Context, w io.Writer) error {
 	}
 	cold := time.Since(t0)
 	ctl.Close()
-	cached, err := os.ReadDir(srv.CacheDir())
+	// The agent file, not its self-check memo (.agent-….ok) beside it.
+	cached, err := filepath.Glob(filepath.Join(srv.CacheDir(), "agent-*"))
 	if err != nil || len(cached) == 0 {
 		return fmt.Errorf("after the first connect, no agent in the cache %s (%v)", srv.CacheDir(), err)
 	}
-	fmt.Fprintf(w, "connect, cold (agent uploaded):  %8s   cached as %s\n", fmtDur(cold), cached[0].Name())
+	fmt.Fprintf(w, "connect, cold (agent uploaded):  %8s   cached as %s\n", fmtDur(cold), filepath.Base(cached[0]))
 
 	// Cached: the first stage execs the cached agent at once.
 	ctl = spindle.NewController(spindle.Options{})

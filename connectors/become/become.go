@@ -36,7 +36,7 @@ const (
 	// Script is replaced by the first stage's script alone, for tools that
 	// take an argv: `sudo -u USER -- sh -c SCRIPT`.
 	Script = "\x00spindle-script\x00"
-	// Command is replaced by the whole one-line `sh -c '…'` command, for
+	// Command is replaced by the whole one-line `exec sh -c '…'` command, for
 	// tools that hand a command line to the target user's login shell
 	// (`su USER -c COMMAND`): it survives sh, bash, fish, tcsh.
 	Command = "\x00spindle-command\x00"
@@ -269,7 +269,7 @@ func start(ctx context.Context, req connectors.StartRequest, path string, argv [
 	redact := func(s string) string {
 		// The tool may quote the command back ("not allowed to execute
 		// '/bin/sh -c …'"): shorten it.
-		s = strings.ReplaceAll(s, command, "sh -c '<first stage>'")
+		s = strings.ReplaceAll(s, command, "exec sh -c '<first stage>'")
 		s = strings.ReplaceAll(s, script, "<first stage>")
 		return redactString(s, p.Password)
 	}
@@ -477,7 +477,7 @@ func cEnv(env []string) []string {
 func argvForLog(av []string, script, command, password string) []string {
 	out := make([]string, len(av))
 	for i, a := range av {
-		a = strings.ReplaceAll(a, command, "sh -c '<first stage>'")
+		a = strings.ReplaceAll(a, command, "exec sh -c '<first stage>'")
 		a = strings.ReplaceAll(a, script, "<first stage>")
 		out[i] = redactString(a, password)
 	}

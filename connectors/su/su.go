@@ -52,7 +52,7 @@ func (o Options) Name() string {
 
 // Argv is the command Start runs: su hands the command to the target
 // user's login shell (which may be fish or tcsh), so it gets the whole
-// one-line `sh -c '…'` first stage (become.Command), which any shell runs.
+// one-line `exec sh -c '…'` first stage (become.Command), which any shell runs.
 func (o Options) Argv() []string {
 	argv := []string{"su"}
 	if o.Login {
