@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/spindle-rpc/spindle"
@@ -152,6 +153,15 @@ func (e *benchEnv) filesSetup(ms int) (*filesBench, *sshPath, error) {
 			return nil, nil, err
 		}
 		e.files = &filesBench{local: local, remote: strings.TrimSpace(string(res.Stdout)), cx: cx}
+	}
+	// Every row starts with clean page caches on both sides, untimed: the
+	// 100 MiB that the previous row (Spindle's or OpenSSH's) left dirty
+	// would otherwise be written back during this one, and an ext4 fsync
+	// in data=ordered mode waits for other files' dirty data too, so
+	// whichever row ran after a plain `cat > f` paid for its write-back.
+	syscall.Sync()
+	if res, err := exec.Run(e.ctx, e.files.cx, exec.Cmd{Argv: []string{"sync"}}); err != nil || res.ExitCode != 0 {
+		return nil, nil, fmt.Errorf("sync on the target: %v", err)
 	}
 	return e.files, p, nil
 }
