@@ -22,24 +22,39 @@ var embedded embed.FS
 // its bytes may be decompressed only when first needed, because the first
 // stage of every connection names the hash of every platform's agent and
 // only a cold target needs the bytes (inflating and hashing the embedded
-// agents cost a CLI run 80 ms before its first packet).
+// agents cost a CLI run 80 ms before its first packet). An agent starting
+// a hop to a platform other than its own knows that platform's agent by
+// its manifest only, and fetches the bytes from the controller when a
+// target asks for them (WithManifests).
 type Binary struct {
 	OS, Arch string
 	Hash     string // hex sha256 of the uncompressed binary
 	Size     int    // bytes, uncompressed
-	gz       []byte // the gzip form, when the build embedded it so
+	gz       []byte // the gzip form: embedded by the build, or fetched
+	// fetch brings the gzip form from elsewhere (the controller), once.
+	fetch func() ([]byte, error)
 
 	once sync.Once
 	data []byte
 	err  error
 }
 
-// Bytes returns the uncompressed binary, inflating it on first use and
-// checking it against Hash.
+// Bytes returns the uncompressed binary, fetching and inflating it on
+// first use and checking it against Hash and Size.
 func (b *Binary) Bytes() ([]byte, error) {
 	b.once.Do(func() {
 		if b.data != nil {
 			return
+		}
+		where := "embedded agent"
+		if b.fetch != nil {
+			where = "agent from the controller"
+			gz, err := b.fetch()
+			if err != nil {
+				b.err = fmt.Errorf("fetch the agent for %s/%s from the controller: %w", b.OS, b.Arch, err)
+				return
+			}
+			b.gz = gz
 		}
 		zr, err := gzip.NewReader(bytes.NewReader(b.gz))
 		if err == nil {
@@ -48,14 +63,34 @@ func (b *Binary) Bytes() ([]byte, error) {
 		if err == nil {
 			sum := sha256.Sum256(b.data)
 			if len(b.data) != b.Size || hex.EncodeToString(sum[:]) != b.Hash {
-				err = fmt.Errorf("does not match the build's manifest (%d bytes, sha256 %s)", b.Size, b.Hash)
+				err = fmt.Errorf("does not match its manifest (%d bytes, sha256 %s)", b.Size, b.Hash)
 			}
 		}
 		if err != nil {
-			b.data, b.err = nil, fmt.Errorf("embedded agent for %s/%s is corrupt: %w (rebuild with `make build`)", b.OS, b.Arch, err)
+			b.data, b.gz = nil, nil
+			b.err = fmt.Errorf("%s for %s/%s is corrupt: %w (rebuild with `make build`)", where, b.OS, b.Arch, err)
+			return
+		}
+		if b.fetch != nil {
+			fetched.Store(b.Hash, b) // later hops need not ask again
 		}
 	})
 	return b.data, b.err
+}
+
+// Gzip returns the binary's gzip form: the one it came with, or one made
+// once and kept for the process's lifetime.
+func (b *Binary) Gzip() ([]byte, error) { return gzipped(b) }
+
+// compressed returns the gzip form the binary came with (embedded, or
+// fetched and checked), or nil if it has none.
+func (b *Binary) compressed() ([]byte, error) {
+	if b.fetch != nil {
+		if _, err := b.Bytes(); err != nil {
+			return nil, err
+		}
+	}
+	return b.gz, nil
 }
 
 // Source supplies agent binaries by platform.

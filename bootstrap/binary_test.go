@@ -5,6 +5,8 @@ import (
 	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"fmt"
 	"runtime"
 	"strings"
 	"testing"
@@ -70,5 +72,67 @@ func TestEmbeddedManifestMatches(t *testing.T) {
 	}
 	if sum := sha256.Sum256(data); hex.EncodeToString(sum[:]) != b.Hash || len(data) != b.Size {
 		t.Fatalf("manifest %s/%d, bytes %x/%d", b.Hash, b.Size, sum, len(data))
+	}
+}
+
+type noAgents struct{}
+
+func (noAgents) Agent(goos, goarch string) (*Binary, error) {
+	return nil, fmt.Errorf("%w for %s/%s", ErrNoAgent, goos, goarch)
+}
+
+// A hop's agent knows other platforms' agents by manifest, fetches the
+// bytes once when a target needs them, checks them, and serves later hops
+// from RAM without asking again.
+func TestWithManifestsFetchesOnce(t *testing.T) {
+	data := bytes.Repeat([]byte("riscv agent "), 3000)
+	sum := sha256.Sum256(data)
+	m := Manifest{OS: "linux", Arch: "riscv64", Hash: hex.EncodeToString(sum[:]), Size: len(data)}
+	fetches := 0
+	src := WithManifests(noAgents{}, []Manifest{m}, func(goos, goarch string) ([]byte, error) {
+		fetches++
+		if goos != "linux" || goarch != "riscv64" {
+			t.Errorf("fetch %s/%s", goos, goarch)
+		}
+		return gzipOf(t, data), nil
+	})
+	if _, err := src.Agent("linux", "arm64"); !errors.Is(err, ErrNoAgent) {
+		t.Fatalf("a platform with no manifest: %v", err)
+	}
+	b, err := src.Agent("linux", "riscv64")
+	if err != nil || b.Hash != m.Hash || b.Size != m.Size {
+		t.Fatalf("Agent = %+v, %v", b, err)
+	}
+	if !strings.Contains(stagePlatforms(src), m.Hash) || fetches != 0 {
+		t.Fatalf("the first stage must name the agent without fetching it (%d fetches)", fetches)
+	}
+	gz, err := gzipped(b)
+	if err != nil || len(gz) == 0 || fetches != 1 {
+		t.Fatalf("gzip form: %d bytes, %v, %d fetches", len(gz), err, fetches)
+	}
+	// Another hop (another helper, which would fail) is served from RAM.
+	again := WithManifests(noAgents{}, []Manifest{m}, func(string, string) ([]byte, error) {
+		t.Error("fetched again")
+		return nil, errors.New("gone")
+	})
+	b2, err := again.Agent("linux", "riscv64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := b2.Bytes(); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("cached agent: %d bytes, %v", len(got), err)
+	}
+
+	// Bytes that do not match the manifest are refused, clearly.
+	bad := Manifest{OS: "linux", Arch: "ppc64le", Hash: strings.Repeat("ab", 32), Size: len(data)}
+	b3, err := WithManifests(noAgents{}, []Manifest{bad}, func(string, string) ([]byte, error) { return gzipOf(t, data), nil }).Agent("linux", "ppc64le")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := gzipped(b3); err == nil || !strings.Contains(err.Error(), "from the controller") || !strings.Contains(err.Error(), "corrupt") {
+		t.Fatalf("mismatching bytes: %v", err)
+	}
+	if _, ok := fetched.Load(bad.Hash); ok {
+		t.Fatal("a corrupt agent was kept")
 	}
 }

@@ -77,25 +77,31 @@ func goPlatform(sys, machine string) (goos, goarch string, ok bool) {
 // the expected agent name and hash.
 func stagePlatforms(src Source) string {
 	var b strings.Builder
+	eachPlatform(src, func(_, _ string, bin *Binary, osPattern string, archPatterns []string) {
+		for i, p := range archPatterns {
+			if i > 0 {
+				b.WriteString("|")
+			}
+			b.WriteString(osPattern + "/" + p)
+		}
+		fmt.Fprintf(&b, ") a=%s; h=%s; b=%d;; ", AgentFileName(bin), bin.Hash, bin.Size)
+	})
+	return b.String()
+}
+
+// eachPlatform calls fn with every agent src supplies for a platform that
+// a first stage recognises.
+func eachPlatform(src Source, fn func(goos, goarch string, bin *Binary, osPattern string, archPatterns []string)) {
 	for _, o := range unameOS {
 		for _, a := range unameArch {
 			if o.goos != "linux" && a.goarch != "amd64" && a.goarch != "arm64" {
 				continue
 			}
-			bin, err := src.Agent(o.goos, a.goarch)
-			if err != nil || !isHex(bin.Hash, 64) {
-				continue
+			if bin, err := src.Agent(o.goos, a.goarch); err == nil && isHex(bin.Hash, 64) && bin.Size > 0 {
+				fn(o.goos, a.goarch, bin, o.pattern, a.patterns)
 			}
-			for i, p := range a.patterns {
-				if i > 0 {
-					b.WriteString("|")
-				}
-				b.WriteString(o.pattern + "/" + p)
-			}
-			fmt.Fprintf(&b, ") a=%s; h=%s; b=%d;; ", AgentFileName(bin), bin.Hash, bin.Size)
 		}
 	}
-	return b.String()
 }
 
 // RemoteCommand returns the one-line first stage to run as the remote
@@ -366,8 +372,8 @@ func mib(n int) string { return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 
 // gzipped returns b's gzip form: the one the build embedded (gzip -9), or
 // one made once per binary (by hash) and kept for the process's lifetime.
 func gzipped(b *Binary) ([]byte, error) {
-	if b.gz != nil {
-		return b.gz, nil
+	if gz, err := b.compressed(); gz != nil || err != nil {
+		return gz, err
 	}
 	e, _ := gzCache.LoadOrStore(b.Hash, &gzEntry{})
 	ent := e.(*gzEntry)

@@ -9,7 +9,8 @@ import (
 
 // Self returns the Source an agent uses for the hops it starts itself: its
 // own binary, read once from /proc/self/exe and kept in RAM, for its own
-// platform. (Other platforms will be fetched from the controller.)
+// platform. An SSH hop adds the other platforms' agents from the
+// controller (WithManifests).
 func Self() Source { return selfSource }
 
 var selfSource = &self{}
@@ -22,7 +23,7 @@ type self struct {
 
 func (s *self) Agent(goos, goarch string) (*Binary, error) {
 	if goos != runtime.GOOS || goarch != runtime.GOARCH {
-		return nil, fmt.Errorf("%w for %s/%s on this %s/%s agent: fetching other platforms' agents from the controller is not supported yet",
+		return nil, fmt.Errorf("%w for %s/%s on this %s/%s agent: an agent carries only its own binary (SSH hops get other platforms' agents from the controller; container and become hops cannot yet)",
 			ErrNoAgent, goos, goarch, runtime.GOOS, runtime.GOARCH)
 	}
 	s.once.Do(func() {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"go.uber.org/zap"
@@ -28,6 +29,9 @@ import (
 const (
 	extHostKey  = "hostkey@spindle-rpc"
 	extPassword = "password@spindle-rpc"
+	// extAgent asks for another platform's agent (gzip), which the hop's
+	// target needs and the hop's agent, built for its own platform, lacks.
+	extAgent = "agent@spindle-rpc"
 	// agentSuccess is SSH_AGENT_SUCCESS: the first byte of a reply that
 	// x/crypto's agent client passes through as data.
 	agentSuccess = 6
@@ -39,10 +43,16 @@ type hostKeyRequest struct {
 	Key      []byte `msgpack:"key"` // wire format
 }
 
+type agentRequest struct {
+	OS   string `msgpack:"os"`
+	Arch string `msgpack:"arch"`
+}
+
 type helperReply struct {
 	Err      string `msgpack:"err,omitempty"`
-	Kind     string `msgpack:"kind,omitempty"` // "hostkey", "auth"
+	Kind     string `msgpack:"kind,omitempty"` // "hostkey", "auth", "agent"
 	Password string `msgpack:"pw,omitempty"`
+	Gz       []byte `msgpack:"gz,omitempty"` // extAgent: the agent, gzipped
 }
 
 var _ connectors.Delegated = Options{}
@@ -88,7 +98,14 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		Password:          o.Password != "" || pr.ok(),
 		ContextName:       o.ContextName,
 	}
-	helper := &delegateHelper{auth: auth, hk: hk, display: s.display, password: o.Password, pr: pr, log: log}
+	agents := o.Agent
+	if agents == nil {
+		agents = bootstrap.Default()
+	}
+	// The hop's agent knows every platform's agent by its manifest and
+	// asks for the bytes only if the target needs one it lacks.
+	h.Agents = bootstrap.Manifests(agents)
+	helper := &delegateHelper{auth: auth, hk: hk, agents: agents, display: s.display, password: o.Password, pr: pr, log: log}
 	return h, helper, nil
 }
 
@@ -97,6 +114,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 type delegateHelper struct {
 	auth     *authSet
 	hk       *hostKeyChecker
+	agents   bootstrap.Source
 	display  string
 	password string
 	pr       *prompter
@@ -203,6 +221,19 @@ func (h *delegateHelper) Extension(typ string, contents []byte) ([]byte, error) 
 			r = helperReply{Err: h.pwErr.Error(), Kind: "auth"}
 		} else {
 			r.Password = h.pw
+		}
+	case extAgent:
+		var req agentRequest
+		if err := wire.Unmarshal(contents, &req); err != nil {
+			return nil, err
+		}
+		h.log.Debug("sending an agent to a hop", zap.String("host", h.display), zap.String("platform", req.OS+"/"+req.Arch))
+		bin, err := h.agents.Agent(req.OS, req.Arch)
+		if err == nil {
+			r.Gz, err = bin.Gzip()
+		}
+		if err != nil {
+			r = helperReply{Err: err.Error(), Kind: "agent"}
 		}
 	default:
 		return nil, agent.ErrExtensionUnsupported

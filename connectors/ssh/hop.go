@@ -36,6 +36,9 @@ type Hop struct {
 	KeepaliveCountMax int           `msgpack:"kacount"`
 	Password          bool          `msgpack:"pw,omitempty"` // the helper can answer password prompts
 	ContextName       string        `msgpack:"name,omitempty"`
+	// Agents are the controller's agents by platform; the helper sends
+	// the bytes of one the target needs and this agent lacks.
+	Agents []bootstrap.Manifest `msgpack:"agents,omitempty"`
 }
 
 // Kind implements connectors.Remote.
@@ -145,10 +148,20 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		}()
 	}
 	log.Debug("ssh hop connected", zap.String("host", h.Display), zap.String("addr", h.Addr), zap.String("user", h.User))
-	c, err := l.startAgent(ctx, req.Args(), req.Agent, name, log)
+	src := bootstrap.WithManifests(req.Agent, h.Agents, func(goos, goarch string) ([]byte, error) {
+		r, err := ask(lent, extAgent, &agentRequest{OS: goos, Arch: goarch})
+		if err == nil && r.Err != "" {
+			err = errors.New(r.Err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return r.Gz, nil
+	})
+	c, err := l.startAgent(ctx, req.Args(), src, name, log)
 	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
 		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
-		c, err = l.startAgent(ctx, req.Args(), req.Agent, name, log)
+		c, err = l.startAgent(ctx, req.Args(), src, name, log)
 	}
 	if err != nil {
 		l.Close()

@@ -1,0 +1,118 @@
+package integration_test
+
+import (
+	stdctx "context"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/services/sys"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// armAsAmd64 is the controller's agents with one mix-up: what it serves
+// as linux/arm64 is its own-platform agent with a salt appended (so a
+// program this machine runs, under a hash no other agent has).
+type armAsAmd64 struct{ plain, salted bootstrap.Source }
+
+func (m armAsAmd64) Agent(goos, goarch string) (*bootstrap.Binary, error) {
+	if goos == "linux" && goarch == "arm64" {
+		return m.salted.Agent(runtime.GOOS, runtime.GOARCH)
+	}
+	return m.plain.Agent(goos, goarch)
+}
+
+// TestSSHHopAgentForAnotherPlatform: an agent whose own binary does not
+// fit the next hop's platform gets that platform's agent from the
+// controller, through the hop's helper, once; a later hop that needs it
+// again is served from the agent's RAM.
+func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("the test passes its own agent off as linux/arm64: needs a linux/amd64 machine")
+	}
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	// The second host says it is an aarch64 machine: a uname of its own
+	// comes first on its sessions' PATH.
+	fake := sshtest.TempDir(t, "fakeuname-")
+	if err := os.Chmod(fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uname := "#!/bin/sh\ncase \"$*\" in \"-s -m\") echo Linux aarch64;; *) exec /usr/bin/uname \"$@\";; esac\n"
+	if err := os.WriteFile(filepath.Join(fake, "uname"), []byte(uname), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := sshtest.StartWith(t, sshtest.Options{Extra: []string{"SetEnv PATH=" + fake + ":/usr/local/bin:/usr/bin:/bin"}})
+	u := sshtest.CreateUser(t, "/bin/sh")
+	k := sshtest.ClientKey(t)
+	s.Authorize(t, u, k)
+	second := &target{s: s, u: u, key: k, kh: s.KnownHosts(t)}
+
+	_, cx := mustConnect(t, first, first.opts())
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+	arm := armAsAmd64{plain: bootstrap.Default(), salted: bootstrap.Salted(bootstrap.Default())}
+	want, err := arm.Agent("linux", "arm64")
+	if err != nil {
+		t.Skip(err)
+	}
+	hopOpts := second.opts()
+	hopOpts.Agent = arm
+	sent := func() int { return first.logs.FilterMessage("sending an agent to a hop").Len() }
+
+	hop, err := cx.Connect(ctx, hopOpts)
+	if err != nil {
+		t.Fatalf("hop to an \"arm64\" host through %s: %v\n%s", cx.Name(), err, logText(first.logs))
+	}
+	if info, err := sys.Info(ctx, hop); err != nil || info.UID != u.UID {
+		t.Fatalf("behind the hop: %+v, %v", info, err)
+	}
+	if cached := cachedAgents(u); len(cached) != 1 || !strings.HasSuffix(cached[0], "-"+want.Hash[:16]) {
+		t.Fatalf("the target's cache holds %v, want the controller's linux/arm64 agent (%s…)", cached, want.Hash[:16])
+	}
+	var e observer.LoggedEntry
+	if all := first.logs.FilterMessage("sending an agent to a hop").All(); len(all) != 1 {
+		t.Fatalf("the controller sent the agent %d times, want once\n%s", len(all), logText(first.logs))
+	} else {
+		e = all[0]
+	}
+	if p := e.ContextMap()["platform"]; p != "linux/arm64" {
+		t.Errorf("the controller sent the agent for %v, want linux/arm64", p)
+	}
+
+	// The target forgets it; another hop there (a fresh context) needs it
+	// again, and the first agent has it in RAM.
+	for _, d := range u.CacheDirs() {
+		os.RemoveAll(d)
+	}
+	again := hopOpts
+	again.ContextName = "ssh:arm-again"
+	hop2, err := cx.Connect(ctx, again)
+	if err != nil {
+		t.Fatalf("second hop: %v", err)
+	}
+	if err := sys.Ping(ctx, hop2); err != nil {
+		t.Fatal(err)
+	}
+	if len(cachedAgents(u)) != 1 {
+		t.Fatalf("second hop did not upload the agent again: %v", cachedAgents(u))
+	}
+	if n := sent(); n != 1 {
+		t.Errorf("the controller sent the agent %d times for two hops, want once (the first agent keeps it)", n)
+	}
+}
+
+// cachedAgents lists the agent files in u's cache directories.
+func cachedAgents(u *sshtest.User) []string {
+	var found []string
+	for _, d := range u.CacheDirs() {
+		m, _ := filepath.Glob(filepath.Join(d, "agent-*"))
+		found = append(found, m...)
+	}
+	return found
+}
