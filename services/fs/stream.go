@@ -467,7 +467,9 @@ func GetFile(ctx context.Context, c rpc.Caller, src, dst string, preserve bool) 
 	}
 	var res *GetResult
 	fill := func(f *os.File) error {
-		r, err := Get(ctx, c, src, f)
+		// As on the agent: start the write-back while data still arrives,
+		// so that the fsync before the rename finds little left to do.
+		r, err := Get(ctx, c, src, &writeBehind{f: f})
 		if err != nil {
 			return err
 		}
