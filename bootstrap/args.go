@@ -18,6 +18,10 @@ type AgentArgs struct {
 	// have (the first stage passes it when it runs a cached agent): on a
 	// mismatch the agent reports SPINDLE-STALE and exits (CheckSelf).
 	SHA256 string
+	// Fresh makes the first stage remove the cached agent instead of
+	// running it, so that the start uploads a new one: the retry after a
+	// cached agent was stale or died before its hello. Not an agent flag.
+	Fresh bool
 }
 
 // Argv renders the arguments. They contain no secrets: command lines are

@@ -155,6 +155,15 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	}
 	a := args
 	a.SHA256 = ""
+	// Warm: the expected agent in any usable directory, run at once. A
+	// file of the wrong size (truncated: too damaged to even run and report
+	// itself stale) is removed, so the cold path replaces it. A fresh start
+	// removes it (and its self-check memo) whatever it looks like.
+	warm := `test -n "$a" && for d; do k "$d" && test -f "$d/$a" && test -O "$d/$a" && ` +
+		`{ test $(($(wc -c < "$d/$a"))) -eq "$b" && x "$d/$a" "$h"; rm -f "$d/$a"; }; done; `
+	if args.Fresh {
+		warm = `test -n "$a" && for d; do k "$d" && rm -f "$d/$a" "$d/.$a.ok"; done; `
+	}
 	// x DIR/AGENT HASH: run the agent; exec is final (a failed exec ends
 	// the shell too).
 	run := fmt.Sprintf(`x() { exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2"; }; `,
@@ -172,11 +181,7 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 		`test -d "$1" || { w="$w $1: not a directory;"; return 1; }; ` +
 		`test -O "$1" || { w="$w $1: not owned by uid $u;"; return 1; }; }; ` +
 		"set -- " + dirs + "; " +
-		// Warm: the expected agent in any usable directory, run at once. A
-		// file of the wrong size (truncated: too damaged to even run and
-		// report itself stale) is removed, so the cold path replaces it.
-		`test -n "$a" && for d; do k "$d" && test -f "$d/$a" && test -O "$d/$a" && ` +
-		`{ test $(($(wc -c < "$d/$a"))) -eq "$b" && x "$d/$a" "$h"; rm -f "$d/$a"; }; done; ` +
+		warm +
 		// Cold: the first directory we can create, own, write and run from.
 		// The probe is the temp file itself: empty and executable, it runs
 		// (as an empty script) unless the filesystem is noexec.
@@ -231,10 +236,11 @@ func safeWord(s string) bool {
 // stage's text verbatim; a platform src cannot supply wraps ErrNoAgent.
 // A cached agent that fails its self-check (SPINDLE-STALE: corrupt or
 // mixed-up file) removes itself and RemoteStart returns an error wrapping
-// ErrStaleAgent (and ErrAgent). The caller retries ONCE, with a fresh
-// session and a fresh RemoteCommand, when errors.Is(err, ErrStaleAgent):
-// that start finds no cached file and uploads the agent. A second
-// ErrStaleAgent in a row is reported as is.
+// ErrStaleAgent (and ErrAgent); so does a cached agent that died before
+// its hello (too damaged to check itself). The caller retries ONCE, with
+// a fresh session and a RemoteCommand for args with Fresh set, when
+// errors.Is(err, ErrStaleAgent): that start removes any cached file and
+// uploads the agent. A fresh start's failure is reported as is.
 func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, args AgentArgs, src Source, name string, log *zap.Logger, closeFn func() error) (*Conn, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -269,10 +275,11 @@ func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, ar
 		release()
 		if ctx.Err() != nil {
 			err = ctx.Err()
-		} else if errors.Is(err, errNoHello) && !rs.sent {
+		} else if errors.Is(err, errNoHello) && !rs.sent && !args.Fresh {
 			// The stage ran a cached agent that died before its hello,
-			// too broken to check itself (or the stage failed early).
-			err = fmt.Errorf("%w (if the stage ran a cached agent, it may be damaged: remove the agent-* files from the cache directory, e.g. $XDG_RUNTIME_DIR/spindle or /dev/shm/spindle-$UID)", err)
+			// too broken to check itself (or the stage failed early):
+			// the caller's one retry removes the file and uploads anew.
+			err = fmt.Errorf("%w: %w (the cached agent died before its hello: damaged?)", err, ErrStaleAgent)
 		}
 		return nil, err // the controller names the context
 	}

@@ -178,6 +178,7 @@ func (c *connector) Start(ctx stdctx.Context, req connectors.StartRequest) (*boo
 		conn, err := c.startOnce(ctx, req)
 		if errors.Is(err, bootstrap.ErrStaleAgent) && attempt == 0 {
 			c.stale++
+			req.Fresh = true
 			continue
 		}
 		return conn, err
@@ -404,6 +405,38 @@ func TestTamperedAgent(t *testing.T) {
 	}
 	if up, _ := dial(t, c); up {
 		t.Fatal("fresh agent not cached")
+	}
+}
+
+// TestCrashingCachedAgent: a cached agent too damaged to check itself
+// (here: a script that exits at once) dies before its hello; the start
+// fails with ErrStaleAgent, and the retry removes it and uploads anew.
+func TestCrashingCachedAgent(t *testing.T) {
+	tg := newTarget(t)
+	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
+	if up, _ := dial(t, c); !up {
+		t.Fatal("cold start did not upload")
+	}
+	files := agentFiles(t, tg.cacheDir())
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
+	}
+	st, err := os.Stat(files[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Same size (the stage checks it), but it cannot run.
+	script := []byte("#!/bin/sh\nexit 7\n")
+	crash := append(script, make([]byte, int(st.Size())-len(script))...)
+	if err := os.WriteFile(files[0], crash, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	c.stale = 0
+	if up, _ := dial(t, c); !up || c.stale != 1 {
+		t.Fatalf("after a crashing cached agent: uploaded=%v stale=%d, want an upload on the one retry", up, c.stale)
+	}
+	if up, _ := dial(t, c); up {
+		t.Fatal("the new agent was not cached")
 	}
 }
 

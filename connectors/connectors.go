@@ -30,12 +30,16 @@ type StartRequest struct {
 	// Helper is, on an agent starting a Delegated hop, the circuit on
 	// which the controller serves that hop's Helper; nil otherwise.
 	Helper net.Conn
+	// Fresh is set by a connector for its one retry after
+	// bootstrap.ErrStaleAgent: the first stage must not run the cached
+	// agent but upload a new one.
+	Fresh bool
 }
 
 // Args are the agent's command-line arguments for req, with a fresh nonce.
 func (req StartRequest) Args() bootstrap.AgentArgs {
 	return bootstrap.AgentArgs{ID: req.ID, Parent: req.Parent, Name: req.Name,
-		Nonce: bootstrap.NewNonce(), Verbosity: req.Verbosity}
+		Nonce: bootstrap.NewNonce(), Verbosity: req.Verbosity, Fresh: req.Fresh}
 }
 
 // Connector starts an agent and returns the stream to it, positioned after

@@ -128,6 +128,7 @@ func Start(ctx context.Context, req connectors.StartRequest, argv []string, p Pr
 	conn, err := start(ctx, req, path, argv, p, log)
 	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
 		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name))
+		req.Fresh = true
 		conn, err = start(ctx, req, path, argv, p, log)
 	}
 	return conn, err

@@ -238,6 +238,7 @@ func Start(ctx context.Context, req connectors.StartRequest, hop Hop) (*bootstra
 	conn, err := start(ctx, req, hop, log)
 	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
 		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", req.Name))
+		req.Fresh = true
 		conn, err = start(ctx, req, hop, log)
 	}
 	return conn, err

@@ -161,6 +161,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 	c, err := l.startAgent(ctx, req.Args(), src, name, log)
 	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
 		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
+		req.Fresh = true
 		c, err = l.startAgent(ctx, req.Args(), src, name, log)
 	}
 	if err != nil {

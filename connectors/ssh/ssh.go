@@ -50,6 +50,7 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 	conn, err := l.startAgent(ctx, req.Args(), src, name, log)
 	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
 		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
+		req.Fresh = true
 		conn, err = l.startAgent(ctx, req.Args(), src, name, log)
 	}
 	if err != nil {
