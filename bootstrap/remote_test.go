@@ -351,9 +351,10 @@ func (f *fixedLog) Start(ctx stdctx.Context, req connectors.StartRequest) (*boot
 	return f.connector.Start(ctx, req)
 }
 
-// TestTamperedAgent: a cached agent whose bytes changed reports itself
-// stale and removes itself; the retry uploads a fresh one.
-func TestTamperedAgent(t *testing.T) {
+// coldStart starts an agent on a fresh target, which uploads it, and
+// returns the target, its connector and the one cached agent file.
+func coldStart(t *testing.T) (*target, *connector, []string) {
+	t.Helper()
 	tg := newTarget(t)
 	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
 	if up, _ := dial(t, c); !up {
@@ -363,6 +364,13 @@ func TestTamperedAgent(t *testing.T) {
 	if len(files) != 1 {
 		t.Fatalf("cache holds %v", files)
 	}
+	return tg, c, files
+}
+
+// TestTamperedAgent: a cached agent whose bytes changed reports itself
+// stale and removes itself; the retry uploads a fresh one.
+func TestTamperedAgent(t *testing.T) {
+	tg, c, files := coldStart(t)
 	// The verified agent left its memo, which lets the next start skip the
 	// hash; tampering must still be caught (the write changes its ctime).
 	memo := filepath.Join(tg.cacheDir(), "."+filepath.Base(files[0])+".ok")
@@ -412,15 +420,7 @@ func TestTamperedAgent(t *testing.T) {
 // (here: a script that exits at once) dies before its hello; the start
 // fails with ErrStaleAgent, and the retry removes it and uploads anew.
 func TestCrashingCachedAgent(t *testing.T) {
-	tg := newTarget(t)
-	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
-	if up, _ := dial(t, c); !up {
-		t.Fatal("cold start did not upload")
-	}
-	files := agentFiles(t, tg.cacheDir())
-	if len(files) != 1 {
-		t.Fatalf("cache holds %v", files)
-	}
+	_, c, files := coldStart(t)
 	st, err := os.Stat(files[0])
 	if err != nil {
 		t.Fatal(err)
