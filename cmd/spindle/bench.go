@@ -341,7 +341,8 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         (100 commands through one sudo hop vs 'ssh host sudo -n true')
   via   via_true_seq (a command through two SSH hops vs 'ssh -J' over a
         warm ControlMaster, 0 and 10 ms per hop), via_connect_parallel_20
-        (20 hops started through one agent at once vs one)
+        (20 hops started through one agent at once vs one; also at 10 ms
+        per hop)
   files put_1m/100m (fs.PutFile vs 'ssh host cat > f', _scp, _sftp),
         get_1m/100m (fs.GetFile vs 'ssh host cat f > local', _scp),
         put_100m_via (one bastion hop vs 'scp -J'), put_tree_1000x4k and
