@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/hashicorp/yamux"
 	"io"
 	"net"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/yamux"
 	"go.uber.org/zap"
 )
 
