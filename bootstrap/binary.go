@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	iofs "io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -30,49 +31,37 @@ type Binary struct {
 	OS, Arch string
 	Hash     string // hex sha256 of the uncompressed binary
 	Size     int    // bytes, uncompressed
-	gz       []byte // the gzip form: embedded by the build, or fetched
-	// fetch brings the gzip form from elsewhere (the controller), once.
-	fetch func() ([]byte, error)
+	// Where the gzip form comes from, read on first use: readGz, the
+	// build's embedded file (embed.FS copies it on every read; a func, not
+	// a name, so that agents, which use Binary too, do not link the
+	// embedded agents), or fetch, which brings it from elsewhere (the
+	// controller) and is checked before use.
+	readGz func() ([]byte, error)
+	fetch  func() ([]byte, error)
+
+	gzOnce sync.Once
+	gz     []byte // the gzip form, once read
+	gzErr  error
 
 	once sync.Once
 	data []byte
 	err  error
 }
 
-// Bytes returns the uncompressed binary, fetching and inflating it on
+// Bytes returns the uncompressed binary, reading and inflating it on
 // first use and checking it against Hash and Size.
 func (b *Binary) Bytes() ([]byte, error) {
 	b.once.Do(func() {
 		if b.data != nil {
 			return
 		}
-		where := "embedded agent"
-		if b.fetch != nil {
-			where = "agent from the controller"
-			gz, err := b.fetch()
-			if err != nil {
-				b.err = fmt.Errorf("fetch the agent for %s/%s from the controller: %w", b.OS, b.Arch, err)
-				return
-			}
-			b.gz = gz
-		}
-		zr, err := gzip.NewReader(bytes.NewReader(b.gz))
-		if err == nil {
-			b.data, err = io.ReadAll(io.LimitReader(zr, int64(b.Size)+1))
-		}
-		if err == nil {
-			sum := sha256.Sum256(b.data)
-			if len(b.data) != b.Size || hex.EncodeToString(sum[:]) != b.Hash {
-				err = fmt.Errorf("does not match its manifest (%d bytes, sha256 %s)", b.Size, b.Hash)
-			}
-		}
+		gz, err := b.compressed()
 		if err != nil {
-			b.data, b.gz = nil, nil
-			b.err = fmt.Errorf("%s for %s/%s is corrupt: %w (rebuild with `make build`)", where, b.OS, b.Arch, err)
+			b.err = err
 			return
 		}
-		if b.fetch != nil {
-			fetched.Store(b.Hash, b) // later hops need not ask again
+		if b.data == nil { // a fetched binary was inflated when checked
+			b.data, b.err = b.inflate(gz)
 		}
 	})
 	return b.data, b.err
@@ -85,12 +74,55 @@ func (b *Binary) Gzip() ([]byte, error) { return gzipped(b) }
 // compressed returns the gzip form the binary came with (embedded, or
 // fetched and checked), or nil if it has none.
 func (b *Binary) compressed() ([]byte, error) {
+	b.gzOnce.Do(func() {
+		switch {
+		case b.readGz != nil:
+			if b.gz, b.gzErr = b.readGz(); b.gzErr != nil {
+				b.gzErr = fmt.Errorf("embedded agent for %s/%s: %w (rebuild with `make build`)", b.OS, b.Arch, b.gzErr)
+			}
+		case b.fetch != nil:
+			gz, err := b.fetch()
+			if err == nil && len(gz) == 0 {
+				err = errors.New("the controller sent no bytes")
+			}
+			if err != nil {
+				b.gzErr = fmt.Errorf("fetch the agent for %s/%s from the controller: %w", b.OS, b.Arch, err)
+				return
+			}
+			// Bytes from elsewhere are checked before they go further.
+			data, err := b.inflate(gz)
+			if err != nil {
+				b.gzErr = err
+				return
+			}
+			b.gz, b.data = gz, data
+			fetched.Store(b.Hash, b) // later hops need not ask again
+		}
+	})
+	return b.gz, b.gzErr
+}
+
+// inflate decompresses gz and checks the result against Hash and Size.
+func (b *Binary) inflate(gz []byte) ([]byte, error) {
+	where := "embedded agent"
 	if b.fetch != nil {
-		if _, err := b.Bytes(); err != nil {
-			return nil, err
+		where = "agent from the controller"
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	var data []byte
+	if err == nil {
+		data, err = io.ReadAll(io.LimitReader(zr, int64(b.Size)+1))
+	}
+	if err == nil {
+		sum := sha256.Sum256(data)
+		if len(data) != b.Size || hex.EncodeToString(sum[:]) != b.Hash {
+			err = fmt.Errorf("does not match its manifest (%d bytes, sha256 %s)", b.Size, b.Hash)
 		}
 	}
-	return b.gz, nil
+	if err != nil {
+		return nil, fmt.Errorf("%s for %s/%s is corrupt: %w (rebuild with `make build`)", where, b.OS, b.Arch, err)
+	}
+	return data, nil
 }
 
 // Source supplies agent binaries by platform.
@@ -140,16 +172,20 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 		return readAgentFile(p, goos, goarch)
 	}
 	name := "agents/spindle-agent-" + goos + "-" + goarch
-	if gz, err := embedded.ReadFile(name + ".gz"); err == nil {
+	if _, err := iofs.Stat(embedded, name+".gz"); err == nil {
 		if sum, err := embedded.ReadFile(name + ".sum"); err == nil {
 			// `make agents` wrote the hash and size beside the gzip:
-			// nothing to inflate until a target needs the bytes.
+			// nothing to read until a target needs the bytes.
 			var hash string
 			var size int
 			if _, err := fmt.Sscan(string(sum), &hash, &size); err != nil || !isHex(hash, 64) || size <= 0 {
 				return nil, fmt.Errorf("embedded agent for %s/%s: bad manifest %q (rebuild with `make build`)", goos, goarch, sum)
 			}
-			return &Binary{OS: goos, Arch: goarch, Hash: hash, Size: size, gz: gz}, nil
+			return &Binary{OS: goos, Arch: goarch, Hash: hash, Size: size, readGz: embeddedFile(name + ".gz")}, nil
+		}
+		gz, err := embedded.ReadFile(name + ".gz")
+		if err != nil {
+			return nil, fmt.Errorf("embedded agent for %s/%s: %w", goos, goarch, err)
 		}
 		zr, err := gzip.NewReader(bytes.NewReader(gz))
 		if err != nil {
@@ -160,7 +196,7 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 			return nil, fmt.Errorf("embedded agent for %s/%s is corrupt: %w", goos, goarch, err)
 		}
 		bin := newBinary(goos, goarch, data)
-		bin.gz = gz // gzip -9 by `make build`: sent as is
+		bin.readGz = embeddedFile(name + ".gz") // gzip -9 by `make build`: sent as is
 		return bin, nil
 	}
 	if own {
@@ -173,6 +209,11 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 	}
 	return nil, fmt.Errorf("%w for %s/%s in this build: run `make build` to embed the agents, or set SPINDLE_AGENT=/path/to/spindle-agent for the controller's own platform (%s/%s)",
 		ErrNoAgent, goos, goarch, runtime.GOOS, runtime.GOARCH)
+}
+
+// embeddedFile reads one of the build's embedded files.
+func embeddedFile(name string) func() ([]byte, error) {
+	return func() ([]byte, error) { return embedded.ReadFile(name) }
 }
 
 func readAgentFile(path, goos, goarch string) (*Binary, error) {
