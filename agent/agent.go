@@ -106,6 +106,11 @@ func Main(opts ...Option) {
 	// Temporary files of atomic writes by agents that died (killed in the
 	// middle of a transfer) are removed; this agent journals its own.
 	journal(args)
+	// Agents of other controller versions pile up in the (RAM-backed)
+	// cache directory otherwise.
+	if removed := bootstrap.PruneCache(bootstrap.KeepOtherAgents); len(removed) > 0 && args.Verbosity > 0 {
+		fmt.Fprintf(os.Stderr, "spindle-agent: removed %d old cached agent files: %v\n", len(removed), removed)
+	}
 	in, out, err := takeStdio()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s %v\n", bootstrap.ErrorPrefix, err)

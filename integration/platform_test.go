@@ -72,7 +72,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	if info, err := sys.Info(ctx, hop); err != nil || info.UID != u.UID {
 		t.Fatalf("behind the hop: %+v, %v", info, err)
 	}
-	if cached := cachedAgents(u); len(cached) != 1 || !strings.HasSuffix(cached[0], "-"+want.Hash[:16]) {
+	if cached := agentFiles(u); len(cached) != 1 || !strings.HasSuffix(cached[0], "-"+want.Hash[:16]) {
 		t.Fatalf("the target's cache holds %v, want the controller's linux/arm64 agent (%s…)", cached, want.Hash[:16])
 	}
 	var e observer.LoggedEntry
@@ -99,20 +99,10 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	if err := sys.Ping(ctx, hop2); err != nil {
 		t.Fatal(err)
 	}
-	if len(cachedAgents(u)) != 1 {
-		t.Fatalf("second hop did not upload the agent again: %v", cachedAgents(u))
+	if len(agentFiles(u)) != 1 {
+		t.Fatalf("second hop did not upload the agent again: %v", agentFiles(u))
 	}
 	if n := sent(); n != 1 {
 		t.Errorf("the controller sent the agent %d times for two hops, want once (the first agent keeps it)", n)
 	}
-}
-
-// cachedAgents lists the agent files in u's cache directories.
-func cachedAgents(u *sshtest.User) []string {
-	var found []string
-	for _, d := range u.CacheDirs() {
-		m, _ := filepath.Glob(filepath.Join(d, "agent-*"))
-		found = append(found, m...)
-	}
-	return found
 }

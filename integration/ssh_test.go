@@ -8,6 +8,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -558,5 +559,45 @@ func TestSSHLatency(t *testing.T) {
 	t.Logf("OpenSSH `ssh true` over the same link: %v; Spindle cached contact: %v", base, took[1])
 	if limit := base + 4*oneWay + 250*time.Millisecond; took[1] > limit {
 		t.Errorf("cached contact took %v: more than OpenSSH's %v + 2 round trips + slack (%v)", took[1], base, limit)
+	}
+}
+
+// Agents of other controller versions do not pile up in the target's
+// (RAM-backed) cache: a starting agent keeps the newest two others.
+func TestSSHCachePruned(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	ctl, cx := mustConnect(t, tg, tg.opts())
+	pid := cx.Hello().PID
+	ctl.Close()
+	waitGone(t, pid)
+	ours := oneAgentFile(t, tg.u)
+	dir := filepath.Dir(ours)
+	for i, name := range []string{"agent-old1-aaaa", "agent-old2-bbbb", "agent-old3-cccc", "agent-old4-dddd"} {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("an older controller's agent"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(p, tg.u.UID, tg.u.UID); err != nil {
+			t.Fatal(err)
+		}
+		at := time.Now().Add(-time.Duration(i+1) * time.Hour)
+		if err := os.Chtimes(p, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, cx2 := mustConnect(t, tg, tg.opts())
+	if err := sys.Ping(stdctx.Background(), cx2); err != nil {
+		t.Fatal(err)
+	}
+	var left []string
+	for _, p := range agentFiles(tg.u) {
+		left = append(left, filepath.Base(p))
+	}
+	slices.Sort(left)
+	want := []string{filepath.Base(ours), "agent-old1-aaaa", "agent-old2-bbbb"}
+	slices.Sort(want)
+	if !slices.Equal(left, want) {
+		t.Fatalf("cache after a start: %v, want %v", left, want)
 	}
 }
