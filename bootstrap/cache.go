@@ -89,7 +89,12 @@ func Materialize(b *Binary) (string, error) {
 	}
 	path := filepath.Join(dir, AgentFileName(b))
 	if h, ok := verified.Load(path); ok && h == b.Hash {
-		return path, nil
+		// Still there? Another agent's cache pruning may have removed it
+		// (PruneCache), however long ago this process checked it.
+		if _, err := os.Stat(path); err == nil {
+			return path, nil
+		}
+		verified.Delete(path)
 	}
 	if same, _ := fileHasHash(path, b.Hash); same {
 		verified.Store(path, b.Hash)

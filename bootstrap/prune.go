@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,10 +19,15 @@ import (
 // do not upload in turn.
 const KeepOtherAgents = 2
 
+// pruneMinAge spares agent files installed recently whatever their rank:
+// another controller (another version, or a test binary on the same
+// machine) may have just installed one and be about to run it.
+const pruneMinAge = time.Hour
+
 // PruneCache removes, from the private cache directory our executable
 // runs from, the agent files other than ours beyond the keep most
-// recently installed, with their self-check memos, and memos whose agent
-// is gone. A removed agent that is still running keeps running (its inode
+// recently installed and installed over pruneMinAge ago, with their
+// self-check memos, and memos whose agent is gone. A removed agent that is still running keeps running (its inode
 // lives on); its controller uploads it again if it needs it. It does
 // nothing when we do not run from such a directory, and reports what it
 // removed.
@@ -67,8 +73,9 @@ func pruneDir(dir, me string, keep int) (removed []string) {
 		}
 		return strings.Compare(a.name, b.name)
 	})
+	old := time.Now().Add(-pruneMinAge).UnixNano()
 	for i, a := range others {
-		if i < keep {
+		if i < keep || a.mtime > old {
 			continue
 		}
 		if os.Remove(filepath.Join(dir, a.name)) == nil {
