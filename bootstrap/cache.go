@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/spindle-rpc/spindle/version"
 	"golang.org/x/sys/unix"
@@ -97,6 +98,9 @@ func Materialize(b *Binary) (string, error) {
 		verified.Delete(path)
 	}
 	if same, _ := fileHasHash(path, b.Hash); same {
+		// Mark it as in use: PruneCache spares files of the last hour.
+		now := time.Now()
+		os.Chtimes(path, now, now) //nolint:errcheck // best effort
 		verified.Store(path, b.Hash)
 		return path, nil
 	}

@@ -30,7 +30,7 @@ func TestPruneDirKeepsNewest(t *testing.T) {
 	write("agent-v2-c", 3*time.Hour)
 	write(".agent-v2-c.ok", time.Hour)
 	write("agent-v1-d", 4*time.Hour)
-	write("agent-v9-new", time.Minute) // just installed by someone else: spared
+	write("agent-v9-new", time.Minute)    // just installed by someone else: spared
 	write(".agent-v0-gone.ok", time.Hour) // its agent was removed by hand
 	write(".agent-1234", time.Hour)       // a first stage's temp file
 	write("inflight", time.Hour)          // fs's journal
