@@ -379,11 +379,7 @@ func TestSSHTamperedAgent(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel()
 			tg := newTarget(t, "/bin/sh")
-			ctl, cx := mustConnect(t, tg, tg.opts())
-			pid := cx.Hello().PID
-			ctl.Close()
-			waitGone(t, pid)
-			agent := oneAgentFile(t, tg.u)
+			agent := agentAfterOneRun(t, tg)
 			good := sha256File(t, agent)
 			tamper(t, agent, how)
 			bad := sha256File(t, agent)
@@ -404,6 +400,17 @@ func TestSSHTamperedAgent(t *testing.T) {
 			t.Logf("logs:\n%s", logText(tg.logs))
 		})
 	}
+}
+
+// agentAfterOneRun connects to tg once, waits until that agent has
+// exited, and returns the one agent file it left in the cache.
+func agentAfterOneRun(t *testing.T, tg *target) string {
+	t.Helper()
+	ctl, cx := mustConnect(t, tg, tg.opts())
+	pid := cx.Hello().PID
+	ctl.Close()
+	waitGone(t, pid)
+	return oneAgentFile(t, tg.u)
 }
 
 func tamper(t *testing.T, p, how string) {
@@ -567,11 +574,7 @@ func TestSSHLatency(t *testing.T) {
 func TestSSHCachePruned(t *testing.T) {
 	t.Parallel()
 	tg := newTarget(t, "/bin/sh")
-	ctl, cx := mustConnect(t, tg, tg.opts())
-	pid := cx.Hello().PID
-	ctl.Close()
-	waitGone(t, pid)
-	ours := oneAgentFile(t, tg.u)
+	ours := agentAfterOneRun(t, tg)
 	dir := filepath.Dir(ours)
 	for i, name := range []string{"agent-old1-aaaa", "agent-old2-bbbb", "agent-old3-cccc", "agent-old4-dddd"} {
 		p := filepath.Join(dir, name)
