@@ -46,10 +46,7 @@ const (
 func filesCases() []benchCase {
 	var cs []benchCase
 	for _, ms := range []int{0, 10} {
-		sfx := ""
-		if ms > 0 {
-			sfx = fmt.Sprintf("_%dms", ms)
-		}
+		sfx := latencySuffix(ms)
 		sizes := append(append([]fileSize{}, fileSizes...), bigSize)
 		for _, fsz := range sizes {
 			group := "files"

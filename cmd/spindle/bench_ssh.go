@@ -37,9 +37,8 @@ const sshLatency = 5 * time.Millisecond
 func sshCases() []benchCase {
 	var cs []benchCase
 	for _, ms := range []int{0, 10} {
-		sfx := ""
+		sfx := latencySuffix(ms)
 		if ms > 0 {
-			sfx = fmt.Sprintf("_%dms", ms)
 			cs = append(cs, benchCase{
 				Name: "rtt_floor" + sfx, Group: "ssh", Latency: ms, Baseline: "tcp_echo_rtt" + sfx, N: 200,
 				Spindle: func(e *benchEnv, n int) (float64, error) {
@@ -107,7 +106,7 @@ func sshCases() []benchCase {
 	// Every 10 ms row says how many round trips it costs.
 	for i := range cs {
 		if cs[i].Latency > 0 && cs[i].Finish == nil && !strings.HasPrefix(cs[i].Name, "rtt_floor") {
-			floor := "rtt_floor" + fmt.Sprintf("_%dms", cs[i].Latency)
+			floor := "rtt_floor" + latencySuffix(cs[i].Latency)
 			cs[i].Finish = func(e *benchEnv, r *benchResult) {
 				if f, ok := e.results[floor]; ok && f.BaselineNS > 0 {
 					r.RTTRatio = round3(r.SpindleNS / f.BaselineNS)
@@ -119,6 +118,14 @@ func sshCases() []benchCase {
 }
 
 func init() { benchCases = append(benchCases, sshCases()...) }
+
+// latencySuffix names a row's added round-trip time: "" at 0 ms, "_10ms".
+func latencySuffix(ms int) string {
+	if ms == 0 {
+		return ""
+	}
+	return fmt.Sprintf("_%dms", ms)
+}
 
 // sshBench is the target of the ssh group, set up on first use.
 type sshBench struct {

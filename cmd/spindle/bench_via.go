@@ -27,10 +27,7 @@ import (
 func viaCases() []benchCase {
 	var cs []benchCase
 	for _, ms := range []int{0, 10} {
-		sfx := ""
-		if ms > 0 {
-			sfx = fmt.Sprintf("_%dms", ms)
-		}
+		sfx := latencySuffix(ms)
 		n := map[int]int{0: 100, 10: 20}[ms]
 		cs = append(cs, benchCase{
 			Name: "via_true_seq" + sfx, Group: "via", Latency: ms, Baseline: "openssh_jump_controlmaster" + sfx, N: n,
@@ -57,10 +54,7 @@ func viaCases() []benchCase {
 	// intermediary's SSH connections pay the delay, as across a WAN: then
 	// the round trips of one hop's start, not the shared CPU, dominate.
 	for _, ms := range []int{0, 10} {
-		sfx := ""
-		if ms > 0 {
-			sfx = fmt.Sprintf("_%dms", ms)
-		}
+		sfx := latencySuffix(ms)
 		cs = append(cs, benchCase{
 			Name: "via_connect_parallel_20" + sfx, Group: "via", Latency: ms, Baseline: "via_connect_one" + sfx, N: 1,
 			Spindle: func(e *benchEnv, n int) (float64, error) { return e.viaConnect(ms, n, viaParallel) },
