@@ -23,7 +23,7 @@ type self struct {
 
 func (s *self) Agent(goos, goarch string) (*Binary, error) {
 	if goos != runtime.GOOS || goarch != runtime.GOARCH {
-		return nil, fmt.Errorf("%w for %s/%s on this %s/%s agent: an agent carries only its own binary (SSH hops get other platforms' agents from the controller; container and become hops cannot yet)",
+		return nil, fmt.Errorf("%w for %s/%s on this %s/%s agent: an agent carries only its own binary (SSH and container hops borrow other platforms' agents from the controller; a become hop runs on the same machine and needs none)",
 			ErrNoAgent, goos, goarch, runtime.GOOS, runtime.GOARCH)
 	}
 	s.once.Do(func() {

@@ -45,6 +45,14 @@ func (c *Context) Connect(ctx stdctx.Context, conn connectors.Connector) (*Conte
 		}
 		defer helper.Close()
 	}
+	var agents []bootstrap.Manifest
+	if helper == nil && connectors.IsForeign(rc) {
+		// The target may need an agent the parent lacks: lend it ours.
+		src := c.ctl.opts.Agents
+		if agents = bootstrap.Manifests(src); len(agents) > 0 {
+			helper = &connectors.AgentLender{Agents: src, Hop: c.name + " → " + rc.Name(), Log: c.ctl.log}
+		}
+	}
 	opts, err := wire.Marshal(rc)
 	if err != nil {
 		return nil, &Error{Context: c.name, Err: fmt.Errorf("encode %s options: %w", rc.Kind(), err)}
@@ -73,7 +81,7 @@ func (c *Context) Connect(ctx stdctx.Context, conn connectors.Connector) (*Conte
 			return nil, &Error{Context: c.name, Err: ctx.Err()}
 		}
 	}
-	child, err := c.startChild(ctx, rc, opts, helper)
+	child, err := c.startChild(ctx, rc, opts, helper, agents)
 	c.mu.Lock()
 	if err == nil {
 		if c.children == nil {
@@ -88,7 +96,7 @@ func (c *Context) Connect(ctx stdctx.Context, conn connectors.Connector) (*Conte
 	return child, err
 }
 
-func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []byte, helper connectors.Helper) (*Context, error) {
+func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []byte, helper connectors.Helper, agents []bootstrap.Manifest) (*Context, error) {
 	if err := c.makeRoom(); err != nil {
 		return nil, err
 	}
@@ -99,7 +107,7 @@ func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []by
 		return nil, &Error{Context: name, Err: c.sendError(err)}
 	}
 	var hello bootstrap.Hello
-	args := &connect.StartArgs{ID: id, Name: name, Kind: rc.Kind(), Options: opts}
+	args := &connect.StartArgs{ID: id, Name: name, Kind: rc.Kind(), Options: opts, Agents: agents}
 	var err error
 	if helper == nil {
 		err = c.Call(ctx, connect.MethodStart, args, &hello)

@@ -2,12 +2,11 @@ package context
 
 import (
 	stdctx "context"
-
 	"errors"
-	"github.com/spindle-rpc/spindle/bootstrap"
 	"sync"
 	"sync/atomic"
 
+	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/router"
 	slog "github.com/spindle-rpc/spindle/services/log"
@@ -27,6 +26,10 @@ type Options struct {
 	// default DefaultMaxChildren. At the limit the youngest idle child is
 	// closed.
 	MaxChildren int
+	// Agents supplies the agent binaries the controller uploads, and lends
+	// to agents whose hops reach another platform; default the agents
+	// embedded at build time (bootstrap.Default).
+	Agents bootstrap.Source
 }
 
 // Controller is the root of a tree of contexts.
@@ -47,6 +50,9 @@ func NewController(opts Options) *Controller {
 	if opts.Logger == nil {
 		opts.Logger = zap.NewNop()
 	}
+	if opts.Agents == nil {
+		opts.Agents = bootstrap.Default()
+	}
 	ro := opts.Router
 	ro.Logger = opts.Logger
 	ctl := &Controller{rt: router.New(router.ControllerID, ro), log: opts.Logger, opts: opts, contexts: map[uint32]*Context{}}
@@ -63,7 +69,7 @@ func (ctl *Controller) Connect(ctx stdctx.Context, c connectors.Connector) (*Con
 	id := ctl.nextID.Add(1)
 	name := c.Name()
 	conn, err := c.Start(ctx, connectors.StartRequest{ID: id, Parent: router.ControllerID, Name: name,
-		Verbosity: ctl.opts.Verbosity, Logger: ctl.log, Agent: bootstrap.Default()})
+		Verbosity: ctl.opts.Verbosity, Logger: ctl.log, Agent: ctl.opts.Agents})
 	if err != nil {
 		return nil, &Error{Context: name, Err: connectError(err)}
 	}

@@ -3,15 +3,22 @@ package integration_test
 import (
 	stdctx "context"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors/container/containertest"
+	"github.com/spindle-rpc/spindle/connectors/docker"
+	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/integration/sshtest"
 	"github.com/spindle-rpc/spindle/services/sys"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -27,6 +34,23 @@ func (m armAsAmd64) Agent(goos, goarch string) (*bootstrap.Binary, error) {
 	return m.plain.Agent(goos, goarch)
 }
 
+// fakeAarch64 is a directory holding a uname that answers the first
+// stage's `uname -s -m` with "Linux aarch64" (and runs the real one
+// otherwise): first on a PATH, it makes a machine of this platform look
+// like an arm64 one.
+func fakeAarch64(t *testing.T) string {
+	t.Helper()
+	fake := sshtest.TempDir(t, "fakeuname-")
+	if err := os.Chmod(fake, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	uname := "#!/bin/sh\ncase \"$*\" in \"-s -m\") echo Linux aarch64;; *) for u in /usr/bin/uname /bin/uname; do [ -x $u ] && exec $u \"$@\"; done;; esac\n"
+	if err := os.WriteFile(filepath.Join(fake, "uname"), []byte(uname), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return fake
+}
+
 // TestSSHHopAgentForAnotherPlatform: an agent whose own binary does not
 // fit the next hop's platform gets that platform's agent from the
 // controller, through the hop's helper, once; a later hop that needs it
@@ -39,14 +63,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	first := newTarget(t, "/bin/sh")
 	// The second host says it is an aarch64 machine: a uname of its own
 	// comes first on its sessions' PATH.
-	fake := sshtest.TempDir(t, "fakeuname-")
-	if err := os.Chmod(fake, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	uname := "#!/bin/sh\ncase \"$*\" in \"-s -m\") echo Linux aarch64;; *) exec /usr/bin/uname \"$@\";; esac\n"
-	if err := os.WriteFile(filepath.Join(fake, "uname"), []byte(uname), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	fake := fakeAarch64(t)
 	s := sshtest.StartWith(t, sshtest.Options{Extra: []string{"SetEnv PATH=" + fake + ":/usr/local/bin:/usr/bin:/bin"}})
 	u := sshtest.CreateUser(t, "/bin/sh")
 	k := sshtest.ClientKey(t)
@@ -104,5 +121,76 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	}
 	if n := sent(); n != 1 {
 		t.Errorf("the controller sent the agent %d times for two hops, want once (the first agent keeps it)", n)
+	}
+}
+
+// TestContainerHopAgentForAnotherPlatform: a container hop (docker, as a
+// kubectl pod on an arm64 node would be) whose target is of another
+// platform than its parent agent gets that platform's agent from the
+// controller, lent on the start's circuit, once; a second hop there is
+// served from the parent agent's RAM.
+func TestContainerHopAgentForAnotherPlatform(t *testing.T) {
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		t.Skip("the test passes its own agent off as linux/arm64: needs a linux/amd64 machine")
+	}
+	t.Parallel()
+	// The Debian image: busybox's sh runs its own uname applet whatever
+	// the PATH says.
+	fake := fakeAarch64(t)
+	c := containertest.RunWith(t, containertest.DebianImage, "-v", fake+":/fake:ro",
+		"-e", "PATH=/fake:/usr/sbin:/usr/bin:/sbin:/bin")
+
+	arm := armAsAmd64{plain: bootstrap.Default(), salted: bootstrap.Salted(bootstrap.Default())}
+	want, err := arm.Agent("linux", "arm64")
+	if err != nil {
+		t.Skip(err)
+	}
+	core, logs := observer.New(zapcore.DebugLevel)
+	ctl := spindle.NewController(spindle.Options{Logger: zap.New(core), Verbosity: 2, Agents: arm})
+	t.Cleanup(func() { ctl.Close() })
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+	parent, err := ctl.Connect(ctx, local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sent := func() []observer.LoggedEntry { return logs.FilterMessage("sending an agent to a hop").All() }
+	cached := func() string {
+		out, _ := osexec.Command("docker", "exec", c.Name, "sh", "-c",
+			"ls /dev/shm/spindle-0 /root/.cache/spindle /tmp/spindle-0 2>/dev/null").CombinedOutput()
+		return string(out)
+	}
+
+	hop, err := parent.Connect(ctx, docker.Options{Container: c.Name})
+	if err != nil {
+		t.Fatalf("hop to an \"arm64\" container through %s: %v\n%s", parent.Name(), err, logText(logs))
+	}
+	if info, err := sys.Info(ctx, hop); err != nil || info.UID != 0 {
+		t.Fatalf("in the container: %+v, %v", info, err)
+	}
+	if got := cached(); !strings.Contains(got, "-"+want.Hash[:16]) {
+		t.Fatalf("the container's cache holds %q, want the controller's linux/arm64 agent (%s…)", got, want.Hash[:16])
+	}
+	if all := sent(); len(all) != 1 || all[0].ContextMap()["platform"] != "linux/arm64" {
+		t.Fatalf("the controller lent %d agents (%v), want one for linux/arm64\n%s", len(all), all, logText(logs))
+	}
+
+	// The container forgets it; another hop there needs it again, and the
+	// parent agent has it in RAM.
+	if out, err := osexec.Command("docker", "exec", c.Name, "rm", "-rf", "/dev/shm/spindle-0", "/root/.cache/spindle", "/tmp/spindle-0").CombinedOutput(); err != nil {
+		t.Fatalf("clearing the container's cache: %v: %s", err, out)
+	}
+	hop2, err := parent.Connect(ctx, docker.Options{Container: c.Name, ContextName: "docker:arm-again"})
+	if err != nil {
+		t.Fatalf("second hop: %v", err)
+	}
+	if err := sys.Ping(ctx, hop2); err != nil {
+		t.Fatal(err)
+	}
+	if got := cached(); !strings.Contains(got, "-"+want.Hash[:16]) {
+		t.Fatalf("second hop did not upload the agent again: %q", got)
+	}
+	if n := len(sent()); n != 1 {
+		t.Errorf("the controller lent the agent %d times for two hops, want once (the parent agent keeps it)", n)
 	}
 }

@@ -43,6 +43,12 @@ func init() {
 // Kind implements connectors.Remote.
 func (o Options) Kind() string { return "docker" }
 
+// MayBeForeign implements connectors.Foreign: the target may be
+// a remote daemon (DOCKER_HOST) or an image of another architecture run under emulation.
+func (o Options) MayBeForeign() bool { return true }
+
+var _ connectors.Foreign = Options{}
+
 // Name implements connectors.Connector.
 func (o Options) Name() string {
 	return container.HopName(o.ContextName, "docker", o.User, o.Container)

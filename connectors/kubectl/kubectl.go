@@ -52,6 +52,12 @@ func init() {
 // Kind implements connectors.Remote.
 func (o Options) Kind() string { return "kubectl" }
 
+// MayBeForeign implements connectors.Foreign: the target may be
+// a pod on a node of another architecture.
+func (o Options) MayBeForeign() bool { return true }
+
+var _ connectors.Foreign = Options{}
+
 // Name implements connectors.Connector.
 func (o Options) Name() string {
 	if o.ContextName != "" {

@@ -45,6 +45,12 @@ func init() {
 // Kind implements connectors.Remote.
 func (o Options) Kind() string { return "lxd" }
 
+// MayBeForeign implements connectors.Foreign: the target may be
+// a remote LXD server or a container of another architecture run under emulation.
+func (o Options) MayBeForeign() bool { return true }
+
+var _ connectors.Foreign = Options{}
+
 // Name implements connectors.Connector.
 func (o Options) Name() string {
 	return container.HopName(o.ContextName, "lxd", o.User, o.Container)

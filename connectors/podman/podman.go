@@ -42,6 +42,12 @@ func init() {
 // Kind implements connectors.Remote.
 func (o Options) Kind() string { return "podman" }
 
+// MayBeForeign implements connectors.Foreign: the target may be
+// a remote podman service or an image of another architecture run under emulation.
+func (o Options) MayBeForeign() bool { return true }
+
+var _ connectors.Foreign = Options{}
+
 // Name implements connectors.Connector.
 func (o Options) Name() string {
 	return container.HopName(o.ContextName, "podman", o.User, o.Container)

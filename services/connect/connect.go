@@ -43,6 +43,10 @@ type StartArgs struct {
 	Name    string             `msgpack:"name"`
 	Kind    string             `msgpack:"kind"`
 	Options msgpack.RawMessage `msgpack:"opts"`
+	// Agents, for a connectors.Foreign hop, names the controller's agents
+	// for every platform; the controller lends their bytes on the call's
+	// circuit (connectors.AgentLender) if the target needs one.
+	Agents []bootstrap.Manifest `msgpack:"agents,omitempty"`
 }
 
 // CloseArgs are connect.Close's arguments.
@@ -104,8 +108,13 @@ func (s *Service) start(ctx context.Context, call *rpc.Call) (any, error) {
 	// A delegated hop (ssh from this agent) gets the circuit on which the
 	// controller serves its keys and known_hosts; the server closes it when
 	// this handler returns, which ends the controller's helper.
-	conn, err := c.Start(ctx, connectors.StartRequest{ID: a.ID, Parent: rt.ID(), Name: a.Name,
-		Verbosity: s.host.Verbosity, Logger: s.host.Logger, Agent: s.host.Agent, Helper: call.Circuit})
+	req := connectors.StartRequest{ID: a.ID, Parent: rt.ID(), Name: a.Name,
+		Verbosity: s.host.Verbosity, Logger: s.host.Logger, Agent: s.host.Agent, Helper: call.Circuit}
+	if len(a.Agents) > 0 && call.Circuit != nil {
+		// A Foreign hop: the circuit is the controller's AgentLender.
+		req.Agent, req.Helper = connectors.BorrowAgents(s.host.Agent, a.Agents, call.Circuit), nil
+	}
+	conn, err := c.Start(ctx, req)
 	if err != nil {
 		return nil, err
 	}

@@ -102,12 +102,17 @@ func random() string {
 func Run(t testing.TB) Container { return RunImage(t, Image) }
 
 // RunImage is Run with another image (DebianImage).
-func RunImage(t testing.TB, image string) Container {
+func RunImage(t testing.TB, image string) Container { return RunWith(t, image) }
+
+// RunWith is RunImage with extra `docker run` flags ("-e", "K=V", "-v", …).
+func RunWith(t testing.TB, image string, flags ...string) Container {
 	t.Helper()
 	BuildImageOf(t, image)
 	name := "spt-" + random()
 	c := Container{Name: name}
-	out, err := exec.Command("docker", "run", "-d", "--name", name, "--hostname", name, image, "sleep", "3600").CombinedOutput()
+	args := append([]string{"run", "-d", "--name", name, "--hostname", name}, flags...)
+	args = append(args, image, "sleep", "3600")
+	out, err := exec.Command("docker", args...).CombinedOutput()
 	t.Cleanup(func() { Remove(t, name) })
 	if err != nil {
 		t.Fatalf("docker run: %v: %s", err, out)
