@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
 	"runtime/pprof"
 	"slices"
 	"strings"
@@ -124,9 +125,12 @@ type benchResult struct {
 	BaselineMBps     float64 `json:"baseline_mib_s,omitempty"`
 	RSSControllerMiB float64 `json:"rss_controller_mib,omitempty"`
 	RSSAgentMiB      float64 `json:"rss_agent_mib,omitempty"`
-	Target           string  `json:"target"`
-	N                int     `json:"n"`
-	Rounds           int     `json:"rounds"`
+	// FilesDir is where a files row wrote (the target's side; locally the
+	// same directory or $TMPDIR).
+	FilesDir string `json:"files_dir,omitempty"`
+	Target   string `json:"target"`
+	N        int    `json:"n"`
+	Rounds   int    `json:"rounds"`
 }
 
 // benchEnv is what the cases run against; baselines' helpers are started
@@ -301,6 +305,9 @@ func runBench(e *benchEnv, cases []benchCase, o benchOptions, emit func(benchRes
 		if res.BaselineNS > 0 {
 			res.Ratio = round3(res.SpindleNS / res.BaselineNS)
 		}
+		if e.files != nil && strings.HasPrefix(bc.Group, "files") {
+			res.FilesDir = filepath.Dir(e.files.remote)
+		}
 		if bc.Finish != nil {
 			bc.Finish(e, &res)
 			res.CallsPerSec = float64(int64(res.CallsPerSec))
@@ -427,6 +434,7 @@ against a throwaway sshd of its own on 127.0.0.1. Without either,
 	f := c.Flags()
 	f.StringVar(&o.target, "target", "local", "TARGET to measure (core group)")
 	f.StringVar(&o.ssh.target, "ssh-target", "", "ssh TARGET for the ssh group (default: a throwaway sshd, as root)")
+	f.StringVar(&o.ssh.filesDir, "files-dir", "", "files groups: make the temp directories under this directory on both sides (default /tmp on the target, $TMPDIR here); /dev/shm takes the disk, and the cost of Spindle's durable writes, out of the comparison")
 	f.IntVar(&o.rounds, "rounds", 5, "rounds per benchmark; figures are the median")
 	f.IntVar(&o.n, "n", 0, "iterations per round (0 = each benchmark's default)")
 	f.BoolVar(&o.json, "json", true, "one JSON object per line; --json=false prints a table")

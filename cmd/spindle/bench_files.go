@@ -121,6 +121,9 @@ func throughput(size int64, rss bool) func(e *benchEnv, r *benchResult) {
 	}
 }
 
+// filesDirPrefix names the files groups' temp directories.
+const filesDirPrefix = "spindle-bench-files-"
+
 // filesBench holds the local sources and the remote directory.
 type filesBench struct {
 	local  string // local temp dir with the sources
@@ -141,11 +144,15 @@ func (e *benchEnv) filesSetup(ms int) (*filesBench, *sshPath, error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		res, err := exec.Run(e.ctx, cx, exec.Cmd{Argv: []string{"mktemp", "-d", "/tmp/spindle-bench-files-XXXXXX"}})
+		remoteParent, localParent := "/tmp", ""
+		if d := e.sshFlags.filesDir; d != "" {
+			remoteParent, localParent = d, d
+		}
+		res, err := exec.Run(e.ctx, cx, exec.Cmd{Argv: []string{"mktemp", "-d", filepath.Join(remoteParent, filesDirPrefix+"XXXXXX")}})
 		if err != nil || res.ExitCode != 0 {
 			return nil, nil, fmt.Errorf("mktemp on the target: %v %s", err, res.Stderr)
 		}
-		local, err := os.MkdirTemp("", "spindle-bench-files-")
+		local, err := os.MkdirTemp(localParent, filesDirPrefix)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -516,7 +523,7 @@ func rss(pid int) int64 {
 }
 
 func (f *filesBench) close(ctx stdctx.Context) {
-	if f.remote != "" && strings.HasPrefix(f.remote, "/tmp/spindle-bench-files-") {
+	if f.remote != "" && strings.HasPrefix(filepath.Base(f.remote), filesDirPrefix) {
 		exec.Run(ctx, f.cx, exec.Cmd{Argv: []string{"rm", "-rf", f.remote}}) //nolint:errcheck // best effort
 	}
 	os.RemoveAll(f.local)

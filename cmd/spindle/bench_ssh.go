@@ -163,6 +163,10 @@ type sshPath struct {
 // ssh benchmarks' own flags.
 type sshBenchFlags struct {
 	target string // --ssh-target
+	// filesDir is where the files groups make their temp directories, on
+	// the target and locally (--files-dir); empty: /tmp on the target and
+	// $TMPDIR here.
+	filesDir string
 }
 
 // sshBenchAvailable says whether the ssh group can run.
