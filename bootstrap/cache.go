@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"time"
 
 	"github.com/spindle-rpc/spindle/version"
 	"golang.org/x/sys/unix"
@@ -97,10 +96,7 @@ func Materialize(b *Binary) (string, error) {
 		}
 		verified.Delete(path)
 	}
-	if same, _ := fileHasHash(path, b.Hash); same {
-		// Mark it as in use: PruneCache spares files of the last hour.
-		now := time.Now()
-		os.Chtimes(path, now, now) //nolint:errcheck // best effort
+	if cachedFileHasHash(path, b.Hash) {
 		verified.Store(path, b.Hash)
 		return path, nil
 	}
@@ -130,15 +126,38 @@ func Materialize(b *Binary) (string, error) {
 	return path, nil
 }
 
-func fileHasHash(path, hash string) (bool, error) {
+// cachedFileHasHash reports whether the agent file path in our private
+// cache directory holds the agent hashing to hash: at once if the
+// self-check memo an agent left beside it still matches the file
+// (CheckSelf), else by hashing it and leaving such a memo. Either way the
+// memo's mtime says the file was used now, for PruneCache.
+func cachedFileHasHash(path, hash string) bool {
+	memo := memoBeside(path)
+	var st unix.Stat_t
+	if unix.Lstat(path, &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return false
+	}
+	if readMemo(memo) == memoLine(hash, &st) {
+		markUsed(memo)
+		return true
+	}
 	f, err := os.Open(path)
 	if err != nil {
-		return false, err
+		return false
 	}
 	defer f.Close()
-	h := newHasher()
-	if _, err := io.Copy(h, f); err != nil {
-		return false, err
+	var before, after unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &before) != nil {
+		return false
 	}
-	return fmt.Sprintf("%x", h.Sum(nil)) == hash, nil
+	h := newHasher()
+	if _, err := io.Copy(h, f); err != nil || fmt.Sprintf("%x", h.Sum(nil)) != hash {
+		return false
+	}
+	// Leave the memo CheckSelf would (the local connector's agents are
+	// checked here, not by themselves), if nothing wrote the file meanwhile.
+	if unix.Fstat(int(f.Fd()), &after) == nil && memoLine(hash, &after) == memoLine(hash, &before) {
+		os.WriteFile(memo, []byte(memoLine(hash, &after)), 0o600) //nolint:errcheck // best effort: the next use hashes again
+	}
+	return true
 }

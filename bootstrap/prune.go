@@ -19,14 +19,15 @@ import (
 // do not upload in turn.
 const KeepOtherAgents = 2
 
-// pruneMinAge spares agent files installed recently whatever their rank:
-// another controller (another version, or a test binary on the same
-// machine) may have just installed one and be about to run it.
+// pruneMinAge spares agent files used (or installed) recently whatever
+// their rank: another controller (another version, or a test binary on
+// the same machine) may have just installed one and be about to run it,
+// or be running one every few minutes.
 const pruneMinAge = time.Hour
 
 // PruneCache removes, from the private cache directory our executable
 // runs from, the agent files other than ours beyond the keep most
-// recently installed and installed over pruneMinAge ago, with their
+// recently used and last used over pruneMinAge ago, with their
 // self-check memos, and memos whose agent is gone. A removed agent that is still running keeps running (its inode
 // lives on); its controller uploads it again if it needs it. It does
 // nothing when we do not run from such a directory, and reports what it
@@ -62,7 +63,14 @@ func pruneDir(dir, me string, keep int) (removed []string) {
 			continue
 		}
 		present[name] = true
-		others = append(others, agentFile{name, st.Mtim.Nano()})
+		// Last used: the agent's memo is touched at every start that
+		// trusts it (markUsed); the agent file's mtime is its install.
+		last := st.Mtim.Nano()
+		var ms unix.Stat_t
+		if unix.Lstat(memoBeside(filepath.Join(dir, name)), &ms) == nil && ms.Mtim.Nano() > last {
+			last = ms.Mtim.Nano()
+		}
+		others = append(others, agentFile{name, last})
 	}
 	slices.SortFunc(others, func(a, b agentFile) int {
 		switch {

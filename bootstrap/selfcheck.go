@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -65,6 +66,7 @@ func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
 		memo = memoPath(self)
 	}
 	if memo != "" && readMemo(memo) == memoLine(args.SHA256, &before) {
+		markUsed(memo)
 		return false, nil
 	}
 	h := newHasher()
@@ -113,7 +115,20 @@ func memoPath(self string) string {
 	if !ok {
 		return ""
 	}
+	return memoBeside(path)
+}
+
+// memoBeside is the memo path of the agent file path.
+func memoBeside(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".ok")
+}
+
+// markUsed sets the memo's mtime to now: the time an agent file was last
+// used, which PruneCache goes by. The agent file's own times must not
+// change (its ctime is part of the memo).
+func markUsed(memo string) {
+	now := time.Now()
+	os.Chtimes(memo, now, now) //nolint:errcheck // best effort: pruning then goes by the install time
 }
 
 // removeStaleSelf removes our executable if it is `agent-*` in a directory
