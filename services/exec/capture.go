@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"os"
 	osexec "os/exec"
@@ -16,8 +17,10 @@ import (
 // where this usually needs one, and on a VM each costs tens of µs
 // (exec.Run of /bin/true went from 1.2 ms to the 0.8 ms of a bare
 // fork/exec). After the process exits, pipes still held by a stray
-// descendant are read for at most WaitDelay, as os/exec does.
-func runCaptured(cmd *osexec.Cmd, stdout, stderr *boundedBuffer) (startErr, waitErr error) {
+// descendant are read for at most WaitDelay, as os/exec does. When ctx
+// ends, the process group is killed (cmd.Cancel), as CommandContext would
+// do, without the goroutine per command that os/exec starts for that.
+func runCaptured(ctx context.Context, cmd *osexec.Cmd, stdout, stderr *boundedBuffer) (startErr, waitErr error) {
 	var outR, errR int = -1, -1
 	var files []*os.File
 	closeAll := func() {
@@ -50,6 +53,9 @@ func runCaptured(cmd *osexec.Cmd, stdout, stderr *boundedBuffer) (startErr, wait
 		return err, nil
 	}
 	defer closeAll()
+	// When ctx ends, kill as CommandContext would (cmd.Cancel: the group).
+	stop := context.AfterFunc(ctx, func() { cmd.Cancel() }) //nolint:errcheck // the exit is what we wait for
+	defer stop()
 	unix.SetNonblock(outR, true)
 	unix.SetNonblock(errR, true)
 

@@ -52,15 +52,19 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	defer cancel()
-	cmd, err := prepare(tctx, &c, MethodRun)
+	// No context for os/exec: it would start a goroutine per command to
+	// watch it; runCaptured applies tctx itself.
+	cmd, err := prepare(context.Background(), &c, MethodRun)
 	if err != nil {
 		return nil, err
 	}
 	stdout, stderr := &boundedBuffer{max: limit}, &boundedBuffer{max: limit}
 	if len(c.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
+	} else if null, err := devNull(); err == nil {
+		cmd.Stdin = null // else os/exec opens /dev/null for every command
 	}
-	serr, werr := runCaptured(cmd, stdout, stderr)
+	serr, werr := runCaptured(tctx, cmd, stdout, stderr)
 	if serr != nil {
 		return nil, startError(MethodRun, cmd.Path, serr)
 	}
@@ -409,6 +413,10 @@ func buildEnv(c *Cmd) ([]string, error) {
 	}
 	return env, nil
 }
+
+// devNull is /dev/null opened once, the stdin of every exec.Run command
+// that is given none.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // startError gives a start failure the kind the caller can test for.
 func startError(method, prog string, err error) error {
