@@ -3,13 +3,13 @@ package connectors
 import (
 	"encoding/binary"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"sync"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/internal/wire"
+	"github.com/spindle-rpc/spindle/router"
 	"go.uber.org/zap"
 )
 
@@ -38,7 +38,7 @@ func IsForeign(c Connector) bool {
 
 // The lending protocol on the start's circuit: the agent writes a request
 // frame, the controller answers with a reply frame; each frame is a
-// 4-byte big-endian length and a msgpack value.
+// 4-byte big-endian length and a msgpack value, as on the bus.
 type lendRequest struct {
 	OS   string `msgpack:"os"`
 	Arch string `msgpack:"arch"`
@@ -81,7 +81,7 @@ func (l *AgentLender) Serve(conn net.Conn) {
 		log = zap.NewNop()
 	}
 	for i := 0; ; i++ {
-		body, err := readFrame(conn, maxLendRequest)
+		body, err := router.ReadFrame(conn, nil, maxLendRequest)
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !errors.Is(err, net.ErrClosed) {
 				log.Warn("agent request from a hop's parent refused", zap.String("hop", l.Hop), zap.Error(err))
@@ -128,7 +128,7 @@ func BorrowAgents(base bootstrap.Source, ms []bootstrap.Manifest, conn net.Conn)
 		if err := writeFrame(conn, &lendRequest{OS: goos, Arch: goarch}); err != nil {
 			return nil, err
 		}
-		body, err := readFrame(conn, maxLendReply)
+		body, err := router.ReadFrame(conn, nil, maxLendReply)
 		if err != nil {
 			return nil, err
 		}
@@ -152,21 +152,4 @@ func writeFrame(w io.Writer, v any) error {
 	binary.BigEndian.PutUint32(frame, uint32(len(b)))
 	_, err = w.Write(append(frame, b...))
 	return err
-}
-
-// readFrame reads one frame of at most max bytes.
-func readFrame(r io.Reader, max int) ([]byte, error) {
-	var hdr [4]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, err
-	}
-	n := binary.BigEndian.Uint32(hdr[:])
-	if n > uint32(max) {
-		return nil, fmt.Errorf("frame of %d bytes, over the limit of %d", n, max)
-	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
-		return nil, fmt.Errorf("frame of %d bytes: %w", n, err)
-	}
-	return b, nil
 }
