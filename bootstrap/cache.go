@@ -3,7 +3,6 @@ package bootstrap
 import (
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -146,18 +145,8 @@ func cachedFileHasHash(path, hash string) bool {
 		return false
 	}
 	defer f.Close()
-	var before, after unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &before) != nil {
-		return false
-	}
-	h := newHasher()
-	if _, err := io.Copy(h, f); err != nil || fmt.Sprintf("%x", h.Sum(nil)) != hash {
-		return false
-	}
-	// Leave the memo CheckSelf would (the local connector's agents are
-	// checked here, not by themselves), if nothing wrote the file meanwhile.
-	if unix.Fstat(int(f.Fd()), &after) == nil && memoLine(hash, &after) == memoLine(hash, &before) {
-		os.WriteFile(memo, []byte(memoLine(hash, &after)), 0o600) //nolint:errcheck // best effort: the next use hashes again
-	}
-	return true
+	// The memo CheckSelf would leave: the local connector's agents are
+	// checked here, not by themselves.
+	actual, err := hashAndMemo(f, hash, memo)
+	return err == nil && actual == hash
 }

@@ -69,17 +69,11 @@ func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
 		markUsed(memo)
 		return false, nil
 	}
-	h := newHasher()
-	if _, err = io.Copy(h, f); err != nil {
+	actual, err := hashAndMemo(f, args.SHA256, memo)
+	if err != nil {
 		return false, fmt.Errorf("agent self-check: %w", err)
 	}
-	actual := hex.EncodeToString(h.Sum(nil))
 	if actual == args.SHA256 {
-		// Only if nothing wrote the file while we read it.
-		var after unix.Stat_t
-		if memo != "" && unix.Fstat(int(f.Fd()), &after) == nil && memoLine(actual, &after) == memoLine(actual, &before) {
-			os.WriteFile(memo, []byte(memoLine(actual, &after)), 0o600) //nolint:errcheck // best effort: the next start hashes again
-		}
 		return false, nil
 	}
 	if memo != "" {
@@ -121,6 +115,23 @@ func memoPath(self string) string {
 // memoBeside is the memo path of the agent file path.
 func memoBeside(path string) string {
 	return filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".ok")
+}
+
+// hashAndMemo hashes the agent file f and, if it hashes to want and
+// nothing wrote it while it was read, leaves memo (unless "") for later
+// checks to trust. It returns the hash.
+func hashAndMemo(f *os.File, want, memo string) (string, error) {
+	var before, after unix.Stat_t
+	stable := unix.Fstat(int(f.Fd()), &before) == nil
+	h := newHasher()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	actual := hex.EncodeToString(h.Sum(nil))
+	if actual == want && memo != "" && stable && unix.Fstat(int(f.Fd()), &after) == nil && memoLine(actual, &after) == memoLine(actual, &before) {
+		os.WriteFile(memo, []byte(memoLine(actual, &after)), 0o600) //nolint:errcheck // best effort: the next check hashes again
+	}
+	return actual, nil
 }
 
 // markUsed sets the memo's mtime to now: the time an agent file was last
