@@ -30,12 +30,15 @@ const (
 // jump connection it runs through (if any).
 type link struct {
 	client *gossh.Client
-	jump   *link
-	name   string
-	stop   chan struct{}
-	wg     sync.WaitGroup
-	once   sync.Once
-	err    error
+	// started ends the connection's quick ACKs (withQuickAck) once its
+	// agent is up.
+	started func()
+	jump    *link
+	name    string
+	stop    chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+	err     error
 }
 
 // Close stops the keepalive, closes the connection (failing every session
@@ -296,6 +299,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		},
 	}
 	remaining := s.timeout - time.Since(start)
+	conn, started := withQuickAck(conn)
 	client, err := handshake(ctx, conn, s.knownAddr, cfg, remaining, pr)
 	if err != nil {
 		if jump != nil {
@@ -303,7 +307,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		}
 		return nil, classifyHandshake(err, hk, s, addr)
 	}
-	l := &link{client: client, jump: jump, name: s.display, stop: make(chan struct{})}
+	l := &link{client: client, started: started, jump: jump, name: s.display, stop: make(chan struct{})}
 	if s.kaInterval > 0 {
 		l.wg.Add(1)
 		go func() {

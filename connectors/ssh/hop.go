@@ -127,6 +127,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 	if err != nil {
 		return nil, dialError(ctx, h.Addr, timeout, err)
 	}
+	conn, started := withQuickAck(conn)
 	client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), &prompter{})
 	if err != nil {
 		if hostKeyErr != nil {
@@ -135,7 +136,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		s := &settings{display: h.Display, user: h.User, timeout: timeout}
 		return nil, classifyHandshake(err, &hostKeyChecker{}, s, h.Addr)
 	}
-	l := &link{client: client, name: h.Display, stop: make(chan struct{})}
+	l := &link{client: client, started: started, name: h.Display, stop: make(chan struct{})}
 	if h.KeepaliveInterval > 0 {
 		count := h.KeepaliveCountMax
 		if count <= 0 {
@@ -168,6 +169,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		l.Close()
 		return nil, err
 	}
+	l.agentUp()
 	return c, nil
 }
 

@@ -57,7 +57,17 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 		l.Close()
 		return nil, err
 	}
+	l.agentUp()
 	return conn, nil
+}
+
+// agentUp ends the quick ACKs of l's connection and of its jump hosts'.
+func (l *link) agentUp() {
+	for ; l != nil; l = l.jump {
+		if l.started != nil {
+			l.started()
+		}
+	}
 }
 
 // startAgent opens one session, runs the first stage in it and hands its
