@@ -84,11 +84,19 @@ func (tg *target) opts() ssh.Options {
 // through c. Logs at debug level are kept in tg.logs when tg is not nil.
 func connect(t *testing.T, tg *target, c spindle.Connector) (*spindle.Controller, *spindle.Context, error) {
 	t.Helper()
+	return connectWith(t, tg, c, spindle.Options{})
+}
+
+// connectWith is connect with controller options (the logger and
+// verbosity are connect's).
+func connectWith(t *testing.T, tg *target, c spindle.Connector, opts spindle.Options) (*spindle.Controller, *spindle.Context, error) {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	if tg != nil {
 		tg.logs = logs
 	}
-	ctl := spindle.NewController(spindle.Options{Logger: zap.New(core), Verbosity: 2})
+	opts.Logger, opts.Verbosity = zap.New(core), 2
+	ctl := spindle.NewController(opts)
 	t.Cleanup(func() { ctl.Close() })
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
 	defer cancel()

@@ -17,8 +17,6 @@ import (
 	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/integration/sshtest"
 	"github.com/spindle-rpc/spindle/services/sys"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
 
@@ -145,15 +143,14 @@ func TestContainerHopAgentForAnotherPlatform(t *testing.T) {
 	if err != nil {
 		t.Skip(err)
 	}
-	core, logs := observer.New(zapcore.DebugLevel)
-	ctl := spindle.NewController(spindle.Options{Logger: zap.New(core), Verbosity: 2, Agents: arm})
-	t.Cleanup(func() { ctl.Close() })
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
-	defer cancel()
-	parent, err := ctl.Connect(ctx, local.Options{})
+	var local0 target // only its logs
+	_, parent, err := connectWith(t, &local0, local.Options{}, spindle.Options{Agents: arm})
 	if err != nil {
 		t.Fatal(err)
 	}
+	logs := local0.logs
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
 	sent := func() []observer.LoggedEntry { return logs.FilterMessage("sending an agent to a hop").All() }
 	cached := func() string {
 		out, _ := osexec.Command("docker", "exec", c.Name, "sh", "-c",
