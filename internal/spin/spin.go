@@ -8,6 +8,16 @@
 // then parks in Go's netpoller. With a 50 µs budget the same round trip
 // takes 6 µs; the price is at most one budget of CPU per idle gap.
 //
+// Spinning only pays when the data comes within the budget. When it
+// does not — a request that starts a process and replies half a
+// millisecond later — the poll loop only takes a CPU away from the work
+// that will produce the data (on two vCPUs: the child being exec'd, sshd).
+// So a Reader spins only while the previous wait was short enough that
+// spinning would have caught it; after a long wait it parks at once, and
+// resumes spinning after the next short one. (Measured locally: exec.Run
+// of /bin/true 683 → 641 µs with spinning off, while ping needs it:
+// 45 → 8 µs.)
+//
 // The budget defaults to 50 µs and is set with SPINDLE_SPIN (a Go
 // duration; "0" disables spinning).
 package spin
@@ -47,14 +57,23 @@ func Reader(r io.Reader, budget time.Duration) io.Reader {
 	if err != nil {
 		return r
 	}
-	return &reader{f: f, rc: rc, budget: budget}
+	return &reader{f: f, rc: rc, budget: budget, spinNext: true, now: time.Now}
 }
 
 type reader struct {
 	f      *os.File
 	rc     syscall.RawConn
 	budget time.Duration
+	// spinNext says whether the next Read polls before parking: whether
+	// the last wait for data was short enough that spinning catches it.
+	spinNext bool
+	now      func() time.Time // time.Now; a test's clock
 }
+
+// shortWait is the longest wait after which the next Read still spins. A
+// wait measured after parking includes the wake-up (tens of µs on a VM),
+// so data that came just after the budget ran out still counts as short.
+func (s *reader) shortWait() time.Duration { return 2 * s.budget }
 
 func (s *reader) Read(p []byte) (int, error) {
 	if len(p) == 0 {
@@ -62,7 +81,9 @@ func (s *reader) Read(p []byte) (int, error) {
 	}
 	var n int
 	var err error
-	var deadline time.Time
+	start := s.now()
+	deadline := start.Add(s.budget)
+	spin := s.spinNext
 	spins := 0
 	rerr := s.rc.Read(func(fd uintptr) bool {
 		for {
@@ -73,6 +94,9 @@ func (s *reader) Read(p []byte) (int, error) {
 			if err != syscall.EAGAIN {
 				return true
 			}
+			if !spin {
+				return false // park in the netpoller until readable
+			}
 			// Yield between polls: the goroutines that will produce the
 			// next message (ours or the peer's replies being handled) may
 			// need this P. With nothing else runnable, Gosched returns at
@@ -81,16 +105,12 @@ func (s *reader) Read(p []byte) (int, error) {
 			// Check the clock only every few polls: time.Now costs more
 			// than a failed read.
 			spins++
-			if spins&15 == 1 {
-				now := time.Now()
-				if deadline.IsZero() {
-					deadline = now.Add(s.budget)
-				} else if now.After(deadline) {
-					return false // park in the netpoller until readable
-				}
+			if spins&15 == 0 && s.now().After(deadline) {
+				spin = false // the next poll parks
 			}
 		}
 	})
+	s.spinNext = s.now().Sub(start) <= s.shortWait()
 	if rerr != nil {
 		return 0, rerr
 	}

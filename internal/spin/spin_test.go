@@ -82,3 +82,41 @@ func TestBudgetFromEnv(t *testing.T) {
 		t.Fatal("default budget wrong")
 	}
 }
+
+// A Read whose data took longer than spinning could have caught makes the
+// next Read park at once; a quick one turns spinning back on.
+func TestReaderSpinsOnlyAfterShortWaits(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	sr := Reader(r, 50*time.Microsecond).(*reader)
+	var clock time.Time
+	step := time.Duration(0)
+	sr.now = func() time.Time { clock = clock.Add(step); return clock }
+	b := make([]byte, 8)
+	read := func() {
+		t.Helper()
+		if _, err := w.Write([]byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := sr.Read(b); n != 1 || err != nil {
+			t.Fatalf("Read = %d, %v", n, err)
+		}
+	}
+	if !sr.spinNext {
+		t.Fatal("a new reader does not spin")
+	}
+	step = time.Millisecond // every clock reading 1 ms later: a long wait
+	read()
+	if sr.spinNext {
+		t.Fatal("still spinning after a 1 ms wait")
+	}
+	step = time.Microsecond
+	read()
+	if !sr.spinNext {
+		t.Fatal("not spinning again after a short wait")
+	}
+}
