@@ -568,8 +568,15 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 			return err
 		}
 	}
+	old := holdOld(dest)
 	if err = os.Rename(tmp, dest); err != nil {
+		if old != nil {
+			old.Close()
+		}
 		return err
+	}
+	if old != nil {
+		go old.Close() // frees the replaced file's blocks, off the reply's path
 	}
 	// The rename is done: the new content is in place. Make it durable;
 	// some filesystems cannot fsync a directory, which is no failure.
@@ -581,6 +588,27 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 		}
 	}
 	return nil
+}
+
+// holdOldMin is the size from which holdOld keeps a replaced file open.
+const holdOldMin = 1 << 20
+
+// holdOld opens dest, when it is a regular file of at least holdOldMin
+// bytes, so that the rename over it does not free its blocks: the last
+// close does, and the caller does that on another goroutine. On ext4,
+// renaming over a 100 MiB file took 15 ms of a 650 ms fs.GetFile, all
+// spent freeing extents. Nil when there is nothing worth holding or it
+// cannot be opened (the rename then frees it, as before).
+func holdOld(dest string) *os.File {
+	fi, err := os.Lstat(dest)
+	if err != nil || !fi.Mode().IsRegular() || fi.Size() < holdOldMin {
+		return nil
+	}
+	f, err := os.OpenFile(dest, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return f
 }
 
 func handleMkdir(_ context.Context, call *rpc.Call) (any, error) {
