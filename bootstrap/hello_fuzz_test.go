@@ -1,0 +1,44 @@
+package bootstrap
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// FuzzReadHello feeds ReadHello what a hostile or broken target could
+// print before its hello: it must return (no panic, no hang, bounded
+// memory), accept a hello only when a line carries this start's nonce and
+// the right protocol, and never put control characters into an error.
+func FuzzReadHello(f *testing.F) {
+	const nonce = "0123456789abcdef01234567"
+	var hello bytes.Buffer
+	WriteHello(&hello, nonce, Hello{Proto: 1, Version: "v", PID: 1, OS: "linux", Arch: "amd64"})
+	f.Add(hello.Bytes())
+	f.Add([]byte("Welcome!\r\nlast login: yesterday\n" + hello.String()))
+	f.Add([]byte("SPINDLE-ERROR no usable agent cache directory\n"))
+	f.Add([]byte("SPINDLE-ERROR \x1b]0;pwned\x07 \xff\n"))
+	f.Add([]byte("SPINDLE-HELLO " + nonce + " {\"proto\":99}\n"))
+	f.Add([]byte("SPINDLE-HELLO ffffffffffffffffffffffff {\"proto\":1}\n"))
+	f.Add([]byte(strings.Repeat("x", 70000) + "\n"))
+	f.Fuzz(func(t *testing.T, in []byte) {
+		h, err := ReadHello(context.Background(), bufio.NewReaderSize(bytes.NewReader(in), 4096), nonce, nil)
+		if err != nil {
+			if h != nil {
+				t.Fatal("a hello and an error")
+			}
+			for _, r := range err.Error() {
+				if unicode.IsControl(r) {
+					t.Fatalf("control character %U in error %q", r, err)
+				}
+			}
+			return
+		}
+		if !bytes.Contains(in, []byte(HelloPrefix+" "+nonce+" ")) {
+			t.Fatalf("hello %+v accepted without a line carrying the nonce", h)
+		}
+	})
+}
