@@ -16,9 +16,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
+	"github.com/spindle-rpc/spindle/internal/printable"
 	"github.com/spindle-rpc/spindle/router"
 	"go.uber.org/zap"
 )
@@ -99,7 +98,7 @@ func readHello(ctx context.Context, r *bufio.Reader, nonce string, log *zap.Logg
 			return nil, fmt.Errorf("%w: %w: %v", ErrAgent, errNoHello, err)
 		}
 		if rest, ok := strings.CutPrefix(line, ErrorPrefix); ok {
-			return nil, fmt.Errorf("%w: %s", ErrAgent, printable(strings.TrimSpace(rest)))
+			return nil, fmt.Errorf("%w: %s", ErrAgent, printable.String(strings.TrimSpace(rest)))
 		}
 		if rest, ok := strings.CutPrefix(line, HelloPrefix+" "+nonce+" "); ok {
 			var h Hello
@@ -128,18 +127,6 @@ func readHello(ctx context.Context, r *bufio.Reader, nonce string, log *zap.Logg
 			return nil, fmt.Errorf("%w: more than %d bytes of output and no hello", ErrAgent, maxNoise)
 		}
 	}
-}
-
-// printable replaces control characters and invalid UTF-8 in s, which
-// came from the far end before any check: an error message must not carry
-// a hostile target's terminal escape sequences to the user's terminal.
-func printable(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || unicode.IsControl(r) {
-			return '?'
-		}
-		return r
-	}, strings.ToValidUTF8(s, "?"))
 }
 
 func tail(s string) string {

@@ -16,6 +16,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors/local"
 	spctx "github.com/spindle-rpc/spindle/context"
 	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"go.uber.org/goleak"
@@ -187,6 +188,12 @@ func TestRemoteErrorKinds(t *testing.T) {
 	var e *spctx.Error
 	if !errors.As(err, &e) || e.Context != "local" || e.Method != "no.Such" {
 		t.Fatalf("error %#v does not name context and method", err)
+	}
+	// An agent's message is shown on a terminal: no escape sequences.
+	_, err = exec.Run(ctx, cx, exec.Cmd{Argv: []string{"/no/such\x1b]0;title\x07"}})
+	var re *rpc.RemoteError
+	if !errors.As(err, &re) || !strings.Contains(re.Message, "/no/such?]0;title?") {
+		t.Fatalf("an agent's message with control characters arrived as %#v", err)
 	}
 	_, err = exec.Run(ctx, cx, exec.Cmd{Argv: []string{"/no/such/binary"}})
 	if !errors.Is(err, spctx.ErrNotFound) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/spindle-rpc/spindle/internal/printable"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -109,12 +110,13 @@ func (f *Future) Wait(result any) error {
 	switch {
 	case m.Flags&router.FlagDead != 0:
 		return &Error{Context: f.c.name, Method: f.method,
-			Err: &kindError{kind: ErrDisconnected, msg: "disconnected: " + string(m.Data)}}
+			Err: &kindError{kind: ErrDisconnected, msg: "disconnected: " + printable.String(string(m.Data))}}
 	case m.Flags&router.FlagError != 0:
 		var re rpc.RemoteError
 		if err := wire.Unmarshal(m.Data, &re); err != nil {
 			return &Error{Context: f.c.name, Method: f.method, Err: err}
 		}
+		re.Message = printable.String(re.Message) // for the user's terminal
 		return &Error{Context: f.c.name, Method: f.method, Err: &re}
 	}
 	if result == nil {
