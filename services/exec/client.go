@@ -153,33 +153,40 @@ func (p *Process) demux(sinks [3]io.Writer) {
 		p.derr = err
 		close(p.done)
 	}()
+	err = demuxFrames(p.st, sinks)
+}
+
+// demuxFrames reads output frames from r (what the agent sends: untrusted)
+// until EOF and writes each frame's data to its stream's sink. A malformed
+// frame is an error, after r was drained so that the agent can finish and
+// reply.
+func demuxFrames(r io.Reader, sinks [3]io.Writer) (err error) {
 	var hdr [FrameHeaderLen]byte
 	buf := make([]byte, chunkSize)
 	for {
-		if _, err = io.ReadFull(p.st, hdr[:]); err != nil {
+		if _, err = io.ReadFull(r, hdr[:]); err != nil {
 			if err == io.EOF {
-				err = nil
-			} else if err == io.ErrUnexpectedEOF {
+				return nil
+			}
+			if err == io.ErrUnexpectedEOF {
 				err = fmt.Errorf("%s: output frame cut short", MethodStart)
 			}
-			return
+			return err
 		}
 		id, n := hdr[0], binary.BigEndian.Uint32(hdr[1:])
 		if (id != StreamStdout && id != StreamStderr) || n > MaxFrameData {
-			err = fmt.Errorf("%s: malformed output frame (stream %d, %d bytes)", MethodStart, id, n)
-			// Keep draining so that the agent can finish and reply.
-			io.Copy(io.Discard, p.st)
-			return
+			io.Copy(io.Discard, r)
+			return fmt.Errorf("%s: malformed output frame (stream %d, %d bytes)", MethodStart, id, n)
 		}
 		if int(n) > cap(buf) {
 			buf = make([]byte, n)
 		}
 		b := buf[:n]
-		if _, err = io.ReadFull(p.st, b); err != nil {
+		if _, err = io.ReadFull(r, b); err != nil {
 			if err == io.EOF || err == io.ErrUnexpectedEOF {
 				err = fmt.Errorf("%s: output frame cut short", MethodStart)
 			}
-			return
+			return err
 		}
 		if w := sinks[id]; w != nil {
 			if _, werr := w.Write(b); werr != nil {
