@@ -274,6 +274,9 @@ func TestWrite(t *testing.T) {
 	deep := filepath.Join(dir, "a", "b", "c")
 	_, err = run(t, handleWrite, MethodWrite, &WriteArgs{Path: deep, Data: []byte("x")})
 	wantKind(t, err, rpc.ErrNotFound)
+	if msg := err.Error(); !strings.Contains(msg, "no such directory "+filepath.Dir(deep)) || strings.Contains(msg, TempInfix) {
+		t.Errorf("a missing directory is reported as %q; want it named, and no temporary file", msg)
+	}
 	mustRun(t, handleWrite, MethodWrite, &WriteArgs{Path: deep, Data: []byte("x"), MkdirAll: true})
 	if got, _ := os.ReadFile(deep); string(got) != "x" {
 		t.Fatalf("deep content %q", got)

@@ -525,6 +525,14 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 	dir := filepath.Dir(dest)
 	f, err := createTemp(dir, filepath.Base(dest))
 	if err != nil {
+		// Name the directory, not the temporary file nobody asked for.
+		var pe *iofs.PathError
+		if errors.As(err, &pe) {
+			if errors.Is(pe.Err, syscall.ENOENT) {
+				return fmt.Errorf("no such directory %s: %w", dir, pe.Err)
+			}
+			return fmt.Errorf("cannot create a file in %s: %w", dir, pe.Err)
+		}
 		return err
 	}
 	tmp := f.Name()
