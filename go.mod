@@ -25,3 +25,8 @@ require (
 	github.com/vmihailenco/tagparser/v2 v2.0.0 // indirect
 	go.uber.org/multierr v1.10.0 // indirect
 )
+
+// Spindle carries a patched yamux (third_party/yamux/README.spindle.md):
+// its streams keep received data in pooled chunks instead of a buffer
+// that doubles (zeroed) whenever the reader lags.
+replace github.com/hashicorp/yamux => ./third_party/yamux
