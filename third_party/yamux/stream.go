@@ -1,7 +1,9 @@
+// Modified by Spindle (see README.spindle.md): the stream's receive buffer
+// is a recvQueue instead of a bytes.Buffer. Under the MPL-2.0, as upstream.
+
 package yamux
 
 import (
-	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -34,7 +36,7 @@ type Stream struct {
 	state     streamState
 	stateLock sync.Mutex
 
-	recvBuf  *bytes.Buffer
+	recvBuf  *recvQueue
 	recvLock sync.Mutex
 
 	controlHdr     header
@@ -499,11 +501,9 @@ func (s *Stream) readData(hdr header, flags uint16, conn io.Reader) error {
 	}
 
 	if s.recvBuf == nil {
-		// Allocate the receive buffer just-in-time to fit the full data frame.
-		// This way we can read in the whole packet without further allocations.
-		s.recvBuf = bytes.NewBuffer(make([]byte, 0, length))
+		s.recvBuf = &recvQueue{}
 	}
-	copiedLength, err := io.Copy(s.recvBuf, conn)
+	copiedLength, err := s.recvBuf.readFrom(conn, int(length))
 	if err != nil {
 		s.session.logger.Printf("[ERR] yamux: Failed to read stream data: %v", err)
 		s.recvLock.Unlock()
