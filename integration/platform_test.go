@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	stdctx "context"
+	"fmt"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -74,7 +75,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	arm := armAsAmd64{plain: bootstrap.Default(), salted: bootstrap.Salted(bootstrap.Default())}
 	want, err := arm.Agent("linux", "arm64")
 	if err != nil {
-		t.Skip(err)
+		sshtest.CannotRun(t, fmt.Sprintf("no agent to pass off as linux/arm64 (%v): run `make build` first", err))
 	}
 	hopOpts := second.opts()
 	hopOpts.Agent = arm
@@ -141,7 +142,7 @@ func TestContainerHopAgentForAnotherPlatform(t *testing.T) {
 	arm := armAsAmd64{plain: bootstrap.Default(), salted: bootstrap.Salted(bootstrap.Default())}
 	want, err := arm.Agent("linux", "arm64")
 	if err != nil {
-		t.Skip(err)
+		sshtest.CannotRun(t, fmt.Sprintf("no agent to pass off as linux/arm64 (%v): run `make build` first", err))
 	}
 	var local0 target // only its logs
 	_, parent, err := connectWith(t, &local0, local.Options{}, spindle.Options{Agents: arm})

@@ -52,9 +52,16 @@ func Require(t testing.TB) {
 	if len(missing) == 0 {
 		return
 	}
-	msg := fmt.Sprintf("\n!!! SSH INTEGRATION TEST NOT RUN: missing %s.\n"+
-		"!!! Run scripts/test-deps.sh (or `make test-deps`) as root on Debian to install what is needed.\n",
-		strings.Join(missing, ", "))
+	CannotRun(t, fmt.Sprintf("missing %s.\n"+
+		"!!! Run scripts/test-deps.sh (or `make test-deps`) as root on Debian to install what is needed",
+		strings.Join(missing, ", ")))
+}
+
+// CannotRun says loudly that t cannot run here and why, and skips it —
+// or fails it when CI=true, so that CI can never pass by skipping.
+func CannotRun(t testing.TB, why string) {
+	t.Helper()
+	msg := fmt.Sprintf("\n!!! INTEGRATION TEST NOT RUN: %s.\n", why)
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg + "!!! CI=true: failing instead of skipping.")
 	}

@@ -19,7 +19,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func sshRun(t *testing.T, addr string, port int, u *User, k *Key, kh string, cmd string) (string, error) {
 	t.Helper()
 	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("no ssh client (openssh-client): run scripts/test-deps.sh")
+		CannotRun(t, "no ssh client (package openssh-client): run scripts/test-deps.sh")
 	}
 	c := exec.Command("ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "UserKnownHostsFile="+kh,
 		"-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-i", k.Path,
