@@ -6,7 +6,11 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestReaderPassesDataAndEOF(t *testing.T) {
 	r, w, err := os.Pipe()
