@@ -8,17 +8,25 @@ import (
 	"sync"
 )
 
-// recvChunk is the size of the pooled buffers a recvQueue keeps data in.
-const recvChunk = 64 << 10
+// Chunk sizes of a recvQueue: a stream whose reader keeps up holds at most
+// one small chunk (control messages, interactive output), one that
+// accumulates data gets large ones.
+const (
+	smallChunk = 4 << 10
+	largeChunk = 64 << 10
+)
 
-var recvChunks = sync.Pool{New: func() any { b := make([]byte, recvChunk); return &b }}
+var (
+	smallChunks = sync.Pool{New: func() any { b := make([]byte, smallChunk); return &b }}
+	largeChunks = sync.Pool{New: func() any { b := make([]byte, largeChunk); return &b }}
+)
 
 // recvQueue is a stream's received, unread data: a queue of pooled
-// fixed-size chunks. It replaces the bytes.Buffer that upstream grows by
-// doubling whenever the reader lags — a fresh, zeroed allocation of up to
-// twice the window, for every stream, which was 6–8 % of all CPU while
-// Spindle's controller received a file. Memory is bounded by the stream's
-// receive window, as before, plus one partly filled chunk.
+// chunks. It replaces the bytes.Buffer that upstream grows by doubling
+// whenever the reader lags — a fresh, zeroed allocation of up to twice the
+// window, for every stream, which was 6–8 % of all CPU while Spindle's
+// controller received a file. Memory is bounded by the stream's receive
+// window, as before, plus one partly filled chunk.
 type recvQueue struct {
 	chunks []*[]byte // chunks[0][off:] is the next unread byte; the last is filled up to tail
 	off    int
@@ -39,12 +47,16 @@ func (q *recvQueue) Len() int {
 func (q *recvQueue) readFrom(r io.Reader, length int) (int64, error) {
 	var total int64
 	for length > 0 {
-		if len(q.chunks) == 0 || q.tail == recvChunk {
-			q.chunks = append(q.chunks, recvChunks.Get().(*[]byte))
+		if len(q.chunks) == 0 || q.tail == len(*q.chunks[len(q.chunks)-1]) {
+			pool := &largeChunks
+			if len(q.chunks) == 0 && length <= smallChunk {
+				pool = &smallChunks
+			}
+			q.chunks = append(q.chunks, pool.Get().(*[]byte))
 			q.tail = 0
 		}
 		c := *q.chunks[len(q.chunks)-1]
-		m := recvChunk - q.tail // (yamux's own min takes uint32s)
+		m := len(c) - q.tail // (yamux's own min takes uint32s)
 		if length < m {
 			m = length
 		}
@@ -60,12 +72,13 @@ func (q *recvQueue) readFrom(r io.Reader, length int) (int64, error) {
 	return total, nil
 }
 
-// Read moves unread bytes into b, returning chunks it empties to the pool.
+// Read moves unread bytes into b, returning chunks it empties to their
+// pool.
 func (q *recvQueue) Read(b []byte) (int, error) {
 	n := 0
 	for n < len(b) && q.n > 0 {
 		c := *q.chunks[0]
-		end := recvChunk
+		end := len(c)
 		if len(q.chunks) == 1 {
 			end = q.tail
 		}
@@ -74,7 +87,11 @@ func (q *recvQueue) Read(b []byte) (int, error) {
 		q.off += k
 		q.n -= k
 		if q.off == end {
-			recvChunks.Put(q.chunks[0])
+			if len(c) == smallChunk {
+				smallChunks.Put(q.chunks[0])
+			} else {
+				largeChunks.Put(q.chunks[0])
+			}
 			q.chunks[0] = nil
 			q.chunks = q.chunks[1:]
 			q.off = 0
