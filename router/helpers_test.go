@@ -3,12 +3,11 @@ package router_test
 import (
 	"context"
 	"net"
-	"os"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testconn"
 	"github.com/spindle-rpc/spindle/router"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -28,20 +27,11 @@ const handlePing uint32 = 900
 // socketpair).
 func connPair(t testing.TB) (net.Conn, net.Conn) {
 	t.Helper()
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	a, b, err := testconn.Pair()
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn := func(fd int) net.Conn {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
-	return conn(fds[0]), conn(fds[1])
+	return a, b
 }
 
 func observed() (*zap.Logger, *observer.ObservedLogs) {

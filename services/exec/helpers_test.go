@@ -6,10 +6,10 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testconn"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
 )
@@ -75,20 +75,11 @@ func (l *localCaller) Stream(ctx context.Context, method string, args any) (rpc.
 }
 
 func socketpair() (*net.UnixConn, *net.UnixConn) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	a, b, err := testconn.Pair()
 	if err != nil {
 		panic(err)
 	}
-	conn := func(fd int) *net.UnixConn {
-		f := os.NewFile(uintptr(fd), "socketpair")
-		defer f.Close()
-		c, err := net.FileConn(f)
-		if err != nil {
-			panic(err)
-		}
-		return c.(*net.UnixConn)
-	}
-	return conn(fds[0]), conn(fds[1])
+	return a, b
 }
 
 // halfCloser makes Close a half-close, like a yamux stream's.
