@@ -14,22 +14,20 @@ import (
 // newline and tab replaced by '?'. Text without them is returned as is,
 // without allocating.
 func String(s string) string {
-	if clean(s) {
+	if strings.IndexFunc(s, unsafe) < 0 {
 		return s
 	}
 	return strings.Map(func(r rune) rune {
-		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\n' && r != '\t') {
+		if unsafe(r) {
 			return '?'
 		}
 		return r
 	}, strings.ToValidUTF8(s, "?"))
 }
 
-func clean(s string) bool {
-	for _, r := range s {
-		if r == utf8.RuneError || (unicode.IsControl(r) && r != '\n' && r != '\t') {
-			return false
-		}
-	}
-	return true
+// unsafe reports whether r is not shown as is: a control character other
+// than newline or tab, or utf8.RuneError (what ranging over invalid UTF-8
+// yields).
+func unsafe(r rune) bool {
+	return r == utf8.RuneError || (unicode.IsControl(r) && r != '\n' && r != '\t')
 }
