@@ -126,7 +126,9 @@ func Main(opts ...Option) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
-	if err := Run(ctx, args, in, out, os.Stderr, opts...); err != nil {
+	err = Run(ctx, args, in, out, os.Stderr, opts...)
+	fs.CloseJournal()
+	if err != nil {
 		os.Exit(1)
 	}
 	os.Exit(0)

@@ -498,20 +498,24 @@ func TestFilesAgentKilledMidPut(t *testing.T) {
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	// Nothing removed the temporary file: its writer is dead. Its journal
-	// entry names it.
+	// Nothing removed the temporary file: its writer is dead. Its name
+	// carries the writer's pid, and the writer's journal entry names its
+	// directory.
 	if _, err := os.Stat(tmp); err != nil {
 		t.Fatalf("the temporary file is gone right after the kill (%v): the test proves nothing", err)
+	}
+	if !strings.Contains(filepath.Base(tmp), fmt.Sprintf("%s%d-", fs.TempInfix, pid)) {
+		t.Errorf("the temporary file %s does not carry its writer's pid %d", tmp, pid)
 	}
 	entries, _ := os.ReadDir(journalDir)
 	var recorded bool
 	for _, e := range entries {
-		if b, err := os.ReadFile(filepath.Join(journalDir, e.Name())); err == nil && string(b) == tmp {
-			recorded = strings.HasPrefix(e.Name(), fmt.Sprintf("%d.", pid))
+		if b, err := os.ReadFile(filepath.Join(journalDir, e.Name())); err == nil && string(b) == dir {
+			recorded = strings.HasPrefix(e.Name(), fmt.Sprintf("d%d.", pid))
 		}
 	}
 	if !recorded {
-		t.Errorf("no journal entry of pid %d in %s names %s (entries %v)", pid, journalDir, tmp, entries)
+		t.Errorf("no journal entry of pid %d in %s names %s (entries %v)", pid, journalDir, dir, entries)
 	}
 	// Let the source go on only once the controller has seen the link die.
 	// (x/crypto/ssh's channel Write and CloseWrite race when they run at

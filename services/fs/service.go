@@ -2,8 +2,6 @@ package fs
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -485,18 +483,13 @@ type fileMeta struct {
 	mtime     int64 // Unix ns; 0: leave alone
 }
 
-// createTemp creates dir/.<base>.spindle-tmp-<random>, mode 0600.
+// createTemp creates dir/.<base>.spindle-tmp-<pid>-<random>, mode 0600.
 func createTemp(dir, base string) (*os.File, error) {
-	const maxName = 255
-	if keep := maxName - 1 - len(TempInfix) - 16; len(base) > keep {
-		base = base[:keep]
-	}
 	for range 10 {
-		var rnd [8]byte
-		if _, err := rand.Read(rnd[:]); err != nil {
+		name, err := tempName(dir, base)
+		if err != nil {
 			return nil, err
 		}
-		name := filepath.Join(dir, "."+base+TempInfix+hex.EncodeToString(rnd[:]))
 		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o600)
 		if errors.Is(err, iofs.ErrExist) {
 			continue
@@ -523,6 +516,8 @@ func atomicWrite(ctx context.Context, dest string, data []byte, mode iofs.FileMo
 // by the next agent that starts.
 func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, m *fileMeta) (err error) {
 	dir := filepath.Dir(dest)
+	leave := journalEnter(dir)
+	defer leave()
 	f, err := createTemp(dir, filepath.Base(dest))
 	if err != nil {
 		// Name the directory, not the temporary file nobody asked for.
@@ -536,8 +531,6 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 		return err
 	}
 	tmp := f.Name()
-	forget := journalAdd(tmp)
-	defer forget()
 	defer func() {
 		if err != nil {
 			f.Close()
@@ -586,14 +579,9 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 	if old != nil {
 		go old.Close() // frees the replaced file's blocks, off the reply's path
 	}
-	// The rename is done: the new content is in place. Make it durable;
-	// some filesystems cannot fsync a directory, which is no failure.
-	if d, derr := os.Open(dir); derr == nil {
-		serr := d.Sync()
-		d.Close()
-		if serr != nil && !errors.Is(serr, syscall.EINVAL) && !errors.Is(serr, syscall.ENOTSUP) {
-			return fmt.Errorf("written, but syncing the directory failed: %w", serr)
-		}
+	// The rename is done: the new content is in place. Make it durable.
+	if err := syncDir(dir); err != nil {
+		return fmt.Errorf("written, but syncing the directory failed: %w", err)
 	}
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -153,64 +154,161 @@ func TestGetFileAtomicAndPreserve(t *testing.T) {
 	}
 }
 
-// An agent killed mid-write leaves a temporary file and its journal entry;
-// the next agent's SetJournal removes the file. Entries of live processes
-// stay.
-func TestJournalCleansDeadWriters(t *testing.T) {
-	dir := t.TempDir()
-	jdir := filepath.Join(dir, "journal")
-	os.MkdirAll(jdir, 0o700)
+// deadPid is the pid of a process that has exited and been reaped.
+func deadPid(t *testing.T) int {
+	t.Helper()
 	dead := exec.Command("true")
 	if err := dead.Run(); err != nil {
 		t.Fatal(err)
 	}
-	stale := filepath.Join(dir, ".f"+TempInfix+"0123")
-	live := filepath.Join(dir, ".g"+TempInfix+"4567")
-	notOurs := filepath.Join(dir, "precious")
-	for _, f := range []string{stale, live, notOurs} {
-		os.WriteFile(f, []byte("x"), 0o600)
-	}
-	os.WriteFile(filepath.Join(jdir, strconv.Itoa(dead.Process.Pid)+".a"), []byte(stale), 0o600)
-	os.WriteFile(filepath.Join(jdir, strconv.Itoa(dead.Process.Pid)+".b"), []byte(notOurs), 0o600)
-	os.WriteFile(filepath.Join(jdir, "1.c"), []byte(live), 0o600) // pid 1 lives
-	n, err := CleanJournal(jdir)
-	if err != nil || n != 1 {
-		t.Fatalf("CleanJournal = %d, %v; want 1 file removed", n, err)
-	}
-	if _, err := os.Stat(stale); !os.IsNotExist(err) {
-		t.Error("the dead writer's temporary file is still there")
-	}
-	for _, f := range []string{live, notOurs} {
-		if _, err := os.Stat(f); err != nil {
-			t.Errorf("%s was removed", f)
+	return dead.Process.Pid
+}
+
+// useJournal points the package's journal at dir for one test.
+func useJournal(t *testing.T, dir string) {
+	t.Helper()
+	journalMu.Lock()
+	old, oldDirs, oldIdle := journalDir, journalDirs, journalIdle
+	journalDir, journalDirs, journalIdle = dir, map[string]*journalDirEntry{}, 0
+	journalMu.Unlock()
+	t.Cleanup(func() {
+		journalMu.Lock()
+		journalDir, journalDirs, journalIdle = old, oldDirs, oldIdle
+		journalMu.Unlock()
+	})
+}
+
+func mustExist(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s was removed", p)
 		}
 	}
+}
 
-	// While a write runs its temporary file is journalled, and forgotten
-	// once it is done.
-	journalMu.Lock()
-	old := journalDir
-	journalDir = jdir
-	journalMu.Unlock()
-	defer func() { journalMu.Lock(); journalDir = old; journalMu.Unlock() }()
-	p := filepath.Join(dir, "w")
-	seen := false
-	err = atomicReplace(context.Background(), p, func(f *os.File) error {
-		ents, _ := os.ReadDir(jdir)
-		for _, e := range ents {
+func mustBeGone(t *testing.T, paths ...string) {
+	t.Helper()
+	for _, p := range paths {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("%s is still there", p)
+		}
+	}
+}
+
+// An agent killed mid-write leaves temporary files and the journal entry
+// of their directory; the next agent's SetJournal removes that writer's
+// temporary files there, and nothing else. Entries of live processes stay.
+func TestJournalCleansDeadWriters(t *testing.T) {
+	dir := t.TempDir()
+	jdir := filepath.Join(dir, "journal")
+	os.MkdirAll(jdir, 0o700)
+	dead := strconv.Itoa(deadPid(t))
+	stale := filepath.Join(dir, ".f"+TempInfix+dead+"-0123")
+	staleLink := filepath.Join(dir, ".l"+TempInfix+dead+"-89ab")
+	otherWriter := filepath.Join(dir, ".g"+TempInfix+"1-4567") // pid 1 lives
+	aDir := filepath.Join(dir, ".d"+TempInfix+dead+"-cdef")
+	notOurs := filepath.Join(dir, "precious")
+	for _, f := range []string{stale, otherWriter, notOurs} {
+		os.WriteFile(f, []byte("x"), 0o600)
+	}
+	os.Symlink("precious", staleLink)
+	os.Mkdir(aDir, 0o700)
+	os.WriteFile(filepath.Join(jdir, "d"+dead+".a"), []byte(dir), 0o600)
+
+	// An older agent's entries name one temporary file each.
+	oldStale := filepath.Join(dir, ".h"+TempInfix+"0123456789abcdef")
+	oldLive := filepath.Join(dir, ".i"+TempInfix+"fedcba9876543210")
+	os.WriteFile(oldStale, []byte("x"), 0o600)
+	os.WriteFile(oldLive, []byte("x"), 0o600)
+	os.WriteFile(filepath.Join(jdir, dead+".b"), []byte(oldStale), 0o600)
+	os.WriteFile(filepath.Join(jdir, dead+".c"), []byte(notOurs), 0o600)
+	os.WriteFile(filepath.Join(jdir, "1.d"), []byte(oldLive), 0o600)
+	os.WriteFile(filepath.Join(jdir, "d1.e"), []byte(dir), 0o600)
+
+	n, err := CleanJournal(jdir)
+	if err != nil || n != 3 {
+		t.Fatalf("CleanJournal = %d, %v; want 3 files removed", n, err)
+	}
+	mustBeGone(t, stale, staleLink, oldStale,
+		filepath.Join(jdir, "d"+dead+".a"), filepath.Join(jdir, dead+".b"), filepath.Join(jdir, dead+".c"))
+	mustExist(t, otherWriter, aDir, notOurs, oldLive, filepath.Join(jdir, "1.d"), filepath.Join(jdir, "d1.e"))
+}
+
+// journalEntries returns the directories this process has journalled.
+func journalEntries(t *testing.T, jdir string) []string {
+	t.Helper()
+	ents, err := os.ReadDir(jdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var dirs []string
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), "d"+strconv.Itoa(os.Getpid())+".") {
 			b, _ := os.ReadFile(filepath.Join(jdir, e.Name()))
-			seen = seen || string(b) == f.Name()
+			dirs = append(dirs, string(b))
+		}
+	}
+	return dirs
+}
+
+// A write's directory is journalled before its temporary file exists,
+// under the writer's pid; the entry outlives the write (writes come in
+// waves) until the agent exits or too many directories are idle.
+func TestJournalRecordsDirectories(t *testing.T) {
+	dir := t.TempDir()
+	jdir := filepath.Join(t.TempDir(), "journal")
+	os.MkdirAll(jdir, 0o700)
+	useJournal(t, jdir)
+
+	var during []string
+	err := atomicReplace(context.Background(), filepath.Join(dir, "w"), func(f *os.File) error {
+		during = journalEntries(t, jdir)
+		if !strings.Contains(filepath.Base(f.Name()), TempInfix+strconv.Itoa(os.Getpid())+"-") {
+			t.Errorf("temporary file %s does not carry the writer's pid", f.Name())
 		}
 		_, err := f.Write([]byte("new"))
 		return err
 	}, &fileMeta{mode: 0o644, uid: -1, gid: -1})
-	if err != nil || !seen {
-		t.Fatalf("atomicReplace: %v, journalled=%v", err, seen)
+	if err != nil {
+		t.Fatal(err)
 	}
-	ents, _ := os.ReadDir(jdir)
-	for _, e := range ents {
-		if strings.HasPrefix(e.Name(), strconv.Itoa(os.Getpid())+".") {
-			t.Errorf("journal entry %s outlived its write", e.Name())
+	if len(during) != 1 || during[0] != dir {
+		t.Fatalf("journal during the write = %q, want [%s]", during, dir)
+	}
+	if err := replaceSymlink("w", filepath.Join(dir, "l")); err != nil {
+		t.Fatal(err)
+	}
+	if got := journalEntries(t, jdir); len(got) != 1 {
+		t.Fatalf("journal after two writes into one directory = %q, want one entry", got)
+	}
+
+	// Idle directories beyond journalIdleMax lose their entries, oldest
+	// first.
+	var dirs []string
+	for i := range journalIdleMax + 3 {
+		d := filepath.Join(dir, "sub"+strconv.Itoa(i))
+		os.Mkdir(d, 0o700)
+		dirs = append(dirs, d)
+		if err := atomicWrite(context.Background(), filepath.Join(d, "f"), []byte("x"), 0o600, -1, -1, false); err != nil {
+			t.Fatal(err)
 		}
+	}
+	got := journalEntries(t, jdir)
+	if len(got) != journalIdleMax {
+		t.Fatalf("%d journal entries for %d idle directories, want %d", len(got), len(dirs)+1, journalIdleMax)
+	}
+	for _, d := range append([]string{dir}, dirs[:3]...) {
+		if slices.Contains(got, d) {
+			t.Errorf("the entry of %s, idle the longest, is still there", d)
+		}
+	}
+
+	CloseJournal()
+	if got := journalEntries(t, jdir); len(got) != 0 {
+		t.Errorf("journal entries after CloseJournal: %q", got)
+	}
+	if left := temps(t, dir); len(left) > 0 {
+		t.Errorf("temporary files left: %v", left)
 	}
 }

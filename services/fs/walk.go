@@ -3,9 +3,7 @@ package fs
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -355,32 +353,25 @@ func replaceSymlink(target, p string) error {
 	if st, err := os.Lstat(p); err == nil && st.IsDir() {
 		return rpc.Errorf(rpc.ErrExists, "is a directory")
 	}
-	dir, base := filepath.Dir(p), filepath.Base(p)
-	const maxName = 255
-	if keep := maxName - 1 - len(TempInfix) - 16; len(base) > keep {
-		base = base[:keep]
-	}
+	dir := filepath.Dir(p)
+	leave := journalEnter(dir)
+	defer leave()
 	for range 10 {
-		var rnd [8]byte
-		if _, err := rand.Read(rnd[:]); err != nil {
+		tmp, err := tempName(dir, filepath.Base(p))
+		if err != nil {
 			return err
 		}
-		tmp := filepath.Join(dir, "."+base+TempInfix+hex.EncodeToString(rnd[:]))
-		forget := journalAdd(tmp)
-		err := os.Symlink(target, tmp)
+		err = os.Symlink(target, tmp)
 		if errors.Is(err, iofs.ErrExist) {
-			forget()
 			continue
 		}
 		if err != nil {
-			forget()
 			return err
 		}
 		err = os.Rename(tmp, p)
 		if err != nil {
 			os.Remove(tmp)
 		}
-		forget()
 		return err
 	}
 	return errors.New("cannot create a unique temporary symlink")
