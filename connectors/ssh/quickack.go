@@ -25,6 +25,10 @@ type quickAckConn struct {
 	net.Conn
 	rc syscall.RawConn
 	on atomic.Bool
+	// sets counts the successful setsockopt calls. Reading the option
+	// back says nothing reliable: Linux reports whether the connection is
+	// in its interactive ("pingpong") mode, which traffic changes.
+	sets atomic.Int32
 }
 
 // withQuickAck wraps c (if it is TCP) to acknowledge at once until the
@@ -46,7 +50,9 @@ func withQuickAck(c net.Conn) (net.Conn, func()) {
 
 func (q *quickAckConn) quickAck() {
 	q.rc.Control(func(fd uintptr) { //nolint:errcheck // best effort: without it, ACKs are only delayed
-		unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1)
+		if unix.SetsockoptInt(int(fd), unix.IPPROTO_TCP, unix.TCP_QUICKACK, 1) == nil {
+			q.sets.Add(1)
+		}
 	})
 }
 
