@@ -159,8 +159,15 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	// file of the wrong size (truncated: too damaged to even run and report
 	// itself stale) is removed, so the cold path replaces it. A fresh start
 	// removes it (and its self-check memo) whatever it looks like.
+	// The size check costs a process (wc), so it is skipped when the
+	// self-check memo, which every start that trusts it touches, is newer
+	// than the agent file: nothing wrote to the file since an agent ran
+	// from it. (If something did and reset its mtime, the agent's own
+	// check, keyed on the ctime, still catches it; a file too truncated
+	// to run ends the stream before the hello, which the parent treats as
+	// stale, as below.)
 	warm := `test -n "$a" && for d; do k "$d" && test -f "$d/$a" && test -O "$d/$a" && ` +
-		`{ test $(($(wc -c < "$d/$a"))) -eq "$b" && x "$d/$a" "$h"; rm -f "$d/$a"; }; done; `
+		`{ { test "$d/.$a.ok" -nt "$d/$a" || test $(($(wc -c < "$d/$a"))) -eq "$b"; } && x "$d/$a" "$h"; rm -f "$d/$a"; }; done; `
 	if args.Fresh {
 		warm = `test -n "$a" && for d; do k "$d" && rm -f "$d/$a" "$d/.$a.ok"; done; `
 	}
@@ -172,6 +179,9 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	// saved per hop), else from id.
 	script := "umask 077; n=" + args.Nonce + "; " +
 		`u=; while read k r e x; do test "$k" = Uid: && { u=$e; break; }; done 2>/dev/null < /proc/self/status; test -n "$u" || u=$(id -u); ` +
+		// uname, not the kernel's own arch from /proc: under a 32-bit
+		// personality or qemu-user emulation they differ, and uname is
+		// what the target's programs see.
 		"set -- $(uname -s -m); s=$1; m=$2; " +
 		"case $s/$m in " + stagePlatforms(src) + "*) a=; h=; b=;; esac; " +
 		run +

@@ -311,6 +311,61 @@ func TestStageShells(t *testing.T) {
 	}
 }
 
+// shAndUname gives the stage a PATH holding nothing but sh and uname.
+func shAndUname(t *testing.T, tg *target) {
+	t.Helper()
+	bin := t.TempDir()
+	for _, p := range []string{"sh", "uname"} {
+		full, err := exec.LookPath(p)
+		if err != nil {
+			t.Skipf("no %s", p)
+		}
+		if err := os.Symlink(full, filepath.Join(bin, p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tg.path = bin
+}
+
+// A warm start whose agent has a fresh self-check memo starts no process
+// but uname and the agent: the memo stands for the size check (wc). With
+// only sh and uname on PATH it still starts, from the cache.
+func TestWarmStartNeedsNoWc(t *testing.T) {
+	tg, c, _ := coldStart(t)
+	if up, _ := dial(t, c); up { // the first warm start writes the memo
+		t.Fatal("warm start uploaded")
+	}
+	shAndUname(t, tg)
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start with only sh and uname on PATH uploaded")
+	}
+}
+
+// A cached agent truncated after its memo was written is newer than the
+// memo, so the stage checks its size (wc), removes it and uploads a fresh
+// one without running the damaged file.
+func TestTruncatedAgentAfterMemo(t *testing.T) {
+	tg, c, files := coldStart(t)
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start uploaded")
+	}
+	memo := filepath.Join(tg.cacheDir(), "."+filepath.Base(files[0])+".ok")
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(memo, old, old); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(files[0], 4096); err != nil {
+		t.Fatal(err)
+	}
+	c.stale = 0
+	if up, _ := dial(t, c); !up || c.stale != 0 {
+		t.Fatalf("truncated agent: uploaded=%v stale retries=%d; want an upload on the first try", up, c.stale)
+	}
+	if fi, err := os.Stat(files[0]); err != nil || fi.Size() <= 4096 {
+		t.Fatalf("the cached agent was not replaced: %v, %v", fi, err)
+	}
+}
+
 // rawOnly hides gzip from the stage's PATH: the agent travels raw.
 func TestRawUpload(t *testing.T) {
 	tg := newTarget(t)
