@@ -41,8 +41,8 @@ const (
 	MaxListEntries = 100_000
 )
 
-// TempInfix is part of the name of fs.Write's temporary files:
-// ".<name>" + TempInfix + "<random hex>".
+// TempInfix is part of the name of atomic writes' temporary files:
+// ".<name>" + TempInfix + "<writer's pid>-<random hex>".
 const TempInfix = ".spindle-tmp-"
 
 // modeBits are the FileMode bits a caller may set.
@@ -510,10 +510,11 @@ func atomicWrite(ctx context.Context, dest string, data []byte, mode iofs.FileMo
 // atomicReplace replaces dest with what fill writes into a hidden
 // temporary file in the same directory: then m's owner, mode and mtime
 // (read after fill) set, data fsynced, then renamed over dest and the directory
-// fsynced. On any error the temporary file is removed, and dest is as it
-// was. While it runs, the temporary file is recorded in the journal (if
-// the agent keeps one), so that an agent killed mid-write has it removed
-// by the next agent that starts.
+// fsynced (shared with concurrent writers: syncDir). On any error the
+// temporary file is removed, and dest is as it was. Before the temporary
+// file exists, its directory is recorded in the journal (if the agent
+// keeps one), so that an agent killed mid-write has it removed by the
+// next agent that starts.
 func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, m *fileMeta) (err error) {
 	dir := filepath.Dir(dest)
 	leave := journalEnter(dir)
