@@ -148,3 +148,18 @@ func chain(t testing.TB, opts router.Options) (ctl, r1, r2 *router.Router, c01, 
 }
 
 func observerField(k, v string) zap.Field { return zap.String(k, v) }
+
+// into returns a Deliver function (or a route-loss hook) that hands messages to ch without ever
+// blocking. A receiver runs on the router's read loop: one that blocks on a
+// full channel (say a route-loss notice arriving during cleanup, after the
+// test stopped reading) wedges the link and turns a failing test into a
+// hang until the package timeout. A dropped message shows up instead as a
+// recv that times out and names what it waited for.
+func into[T any](ch chan<- T) func(T) {
+	return func(m T) {
+		select {
+		case ch <- m:
+		default:
+		}
+	}
+}

@@ -201,7 +201,7 @@ func TestHostileChildRoutesIntact(t *testing.T) {
 	ev.send(&router.Message{Dst: 1, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opGrant, 3)})
 	// evil answers a controller call, proving its bus is processed in order.
 	got := make(chan *router.Message, 1)
-	h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: func(m *router.Message) { got <- m }})
+	h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: into(got)})
 	if err := ctl.Send(&router.Message{Dst: 2, Handle: router.HandleCall, ReplyTo: h}); err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +271,7 @@ func TestHugeFrameClosesLink(t *testing.T) {
 			ctl := newRouter(t, 0, router.Options{Logger: log})
 			ev := attachEvil(t, ctl, ctl, 2, "evil")
 			lost := make(chan router.RouteLoss, 1)
-			ctl.OnRouteLoss(func(l router.RouteLoss) { lost <- l })
+			ctl.OnRouteLoss(into(lost))
 
 			var before, after runtime.MemStats
 			runtime.GC()

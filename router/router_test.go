@@ -19,11 +19,11 @@ func TestChainRouting(t *testing.T) {
 
 	calls := make(chan *router.Message, 1)
 	r2.Register(router.HandleCall, router.Receiver{Accept: router.AcceptParent, Deliver: func(m *router.Message) {
-		calls <- m
+		into(calls)(m)
 		r2.Send(&router.Message{Dst: m.Src, Handle: m.ReplyTo, Flags: router.FlagLast, Data: []byte("pong")})
 	}})
 	replies := make(chan *router.Message, 1)
-	h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: func(m *router.Message) { replies <- m }})
+	h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: into(replies)})
 	if err := ctl.Send(&router.Message{Dst: 2, Handle: router.HandleCall, ReplyTo: h, Data: []byte("call")}); err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestChainCircuit(t *testing.T) {
 	ctl, _, r2, _, _, _, _ := chain(t, router.Options{})
 	const h = 77
 	got := make(chan *router.Message, 1)
-	r2.Register(h, router.Receiver{Accept: router.AcceptParent, Deliver: func(m *router.Message) { got <- m }})
+	r2.Register(h, router.Receiver{Accept: router.AcceptParent, Deliver: into(got)})
 
 	c, err := ctl.OpenCircuit(&router.Message{Dst: 2, Handle: h, Data: []byte("hdr")})
 	if err != nil {
@@ -100,17 +100,17 @@ func TestChainCircuit(t *testing.T) {
 func TestRouteLossFailsWaiters(t *testing.T) {
 	ctl, r1, r2, _, _, _, _ := chain(t, router.Options{})
 	losses := make(chan router.RouteLoss, 4)
-	ctl.OnRouteLoss(func(l router.RouteLoss) { losses <- l })
+	ctl.OnRouteLoss(into(losses))
 
 	const n = 100
 	dead := make(chan *router.Message, n)
 	handles := map[uint32]bool{}
 	for range n {
-		h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: func(m *router.Message) { dead <- m }})
+		h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: into(dead)})
 		handles[h] = true
 	}
 	// A waiter on 1 must not be failed by the loss of 2.
-	h1 := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 1, Deliver: func(m *router.Message) { dead <- m }})
+	h1 := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 1, Deliver: into(dead)})
 
 	r2.Close() // kills link 1 → 2
 	for range n {
@@ -143,10 +143,10 @@ func TestRouteLossFailsWaiters(t *testing.T) {
 func TestRouteLossSubtree(t *testing.T) {
 	ctl, _, _, _, c10, _, _ := chain(t, router.Options{})
 	losses := make(chan router.RouteLoss, 4)
-	ctl.OnRouteLoss(func(l router.RouteLoss) { losses <- l })
+	ctl.OnRouteLoss(into(losses))
 	dead := make(chan *router.Message, 2)
 	for _, id := range []uint32{1, 2} {
-		ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: id, Deliver: func(m *router.Message) { dead <- m }})
+		ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: id, Deliver: into(dead)})
 	}
 	c10.Close() // the conn under router 1: link 0 → 1 dies
 	loss := recv(t, losses, "route loss hook")
@@ -170,7 +170,7 @@ func TestRouteLossSubtree(t *testing.T) {
 func TestReceiverForUnroutedSourceFailsAtOnce(t *testing.T) {
 	ctl := newRouter(t, 0, router.Options{})
 	dead := make(chan *router.Message, 1)
-	ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 42, Deliver: func(m *router.Message) { dead <- m }})
+	ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 42, Deliver: into(dead)})
 	if m := recv(t, dead, "dead"); m.Flags&router.FlagDead == 0 {
 		t.Fatalf("got %v", m)
 	}
@@ -181,7 +181,7 @@ func TestBounce(t *testing.T) {
 
 	// From 1 to an id nobody knows: 1 sends it up, the controller bounces.
 	dead := make(chan *router.Message, 1)
-	h := r1.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 99, Deliver: func(m *router.Message) { dead <- m }})
+	h := r1.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 99, Deliver: into(dead)})
 	if err := r1.Send(&router.Message{Dst: 99, Handle: router.HandleCall, ReplyTo: h}); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestBounce(t *testing.T) {
 		t.Fatal(err)
 	}
 	dead5 := make(chan *router.Message, 1)
-	h5 := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 5, Deliver: func(m *router.Message) { dead5 <- m }})
+	h5 := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 5, Deliver: into(dead5)})
 	if err := ctl.Send(&router.Message{Dst: 5, Handle: router.HandleCall, ReplyTo: h5}); err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestBounce(t *testing.T) {
 
 	// No receiver at the handle: bounced too.
 	deadH := make(chan *router.Message, 1)
-	hh := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: func(m *router.Message) { deadH <- m }})
+	hh := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: into(deadH)})
 	if err := ctl.Send(&router.Message{Dst: 2, Handle: 555, ReplyTo: hh}); err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +228,7 @@ func TestConcurrentSends(t *testing.T) {
 	ctl, _, r2, _, _, _, _ := chain(t, router.Options{})
 	const n = 2000
 	got := make(chan *router.Message, n)
-	r2.Register(router.HandleCall, router.Receiver{Accept: router.AcceptParent, Deliver: func(m *router.Message) { got <- m }})
+	r2.Register(router.HandleCall, router.Receiver{Accept: router.AcceptParent, Deliver: into(got)})
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
