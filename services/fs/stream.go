@@ -153,8 +153,7 @@ func handlePut(ctx context.Context, call *rpc.Call) (any, error) {
 // receive copies exactly size bytes from circ into f, hashing them, and
 // checks the sha256 trailer that follows.
 func receive(ctx context.Context, f *os.File, circ io.Reader, size int64, h hash.Hash) error {
-	buf := make([]byte, copyBuffer)
-	n, err := io.CopyBuffer(io.MultiWriter(&writeBehind{f: f}, h), io.LimitReader(circ, size), buf)
+	n, err := copyHashed(&writeBehind{f: f}, io.LimitReader(circ, size), h, copyBuffer)
 	if err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -207,7 +206,7 @@ func handleGet(ctx context.Context, call *rpc.Call) (any, error) {
 	binary.BigEndian.PutUint64(hdr[:], uint64(size))
 	w.Write(hdr[:])
 	h := sha256.New()
-	n, err := io.CopyBuffer(io.MultiWriter(w, h), io.LimitReader(f, size), make([]byte, copyBuffer))
+	n, err := copyHashed(w, io.LimitReader(f, size), h, copyBuffer)
 	if err == nil && n != size {
 		err = fmt.Errorf("the file shrank while it was read (%d of %d bytes)", n, size)
 	}
@@ -330,7 +329,7 @@ func Put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64
 	}()
 	h := sha256.New()
 	cw := &errWriter{w: st}
-	n, cerr := io.CopyBuffer(io.MultiWriter(cw, h), io.LimitReader(r, size), make([]byte, copyBuffer))
+	n, cerr := copyHashed(cw, io.LimitReader(r, size), h, copyBuffer)
 	if cerr == nil && n != size {
 		cerr = fmt.Errorf("the source ended after %d of %d bytes", n, size)
 	}
@@ -395,7 +394,7 @@ func Get(ctx context.Context, c rpc.Caller, path string, w io.Writer) (*GetResul
 	size := int64(binary.BigEndian.Uint64(hdr[:]))
 	h := sha256.New()
 	lw := &errWriter{w: w}
-	n, cerr := io.CopyBuffer(io.MultiWriter(lw, h), io.LimitReader(r, size), make([]byte, copyBuffer))
+	n, cerr := copyHashed(lw, io.LimitReader(r, size), h, copyBuffer)
 	if lw.err != nil {
 		// w failed (a full disk here): the agent may be blocked writing
 		// what will never be read, so cancel the call rather than wait
