@@ -57,7 +57,13 @@ type target struct {
 
 func newTarget(t *testing.T, shell string) *target {
 	t.Helper()
-	s := sshtest.Start(t)
+	return newTargetWith(t, shell, sshtest.Options{})
+}
+
+// newTargetWith is newTarget with a server started with opts.
+func newTargetWith(t *testing.T, shell string, opts sshtest.Options) *target {
+	t.Helper()
+	s := sshtest.StartWith(t, opts)
 	u := sshtest.CreateUser(t, shell)
 	k := sshtest.ClientKey(t)
 	s.Authorize(t, u, k)

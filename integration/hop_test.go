@@ -3,16 +3,19 @@ package integration_test
 import (
 	stdctx "context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"github.com/spindle-rpc/spindle/integration/sshtest"
 	"github.com/spindle-rpc/spindle/services/sys"
 )
 
@@ -133,5 +136,91 @@ func TestSSHHopAuthFailure(t *testing.T) {
 	}
 	if _, err := sys.Info(ctx, cx); err != nil {
 		t.Fatalf("first agent after a failed hop: %v", err)
+	}
+}
+
+// TestSSHHopsShareConnections: hops that one agent starts to the same
+// user@host:port share SSH connections, each hop a session and an agent of
+// its own; a server's MaxSessions makes the agent dial another
+// connection; OwnConnection opts out; and once the last hop on a
+// connection is closed, so is the connection.
+func TestSSHHopsShareConnections(t *testing.T) {
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	second := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"MaxSessions 2"}})
+	_, cx := mustConnect(t, first, first.opts())
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	// connection names the sshd process that serves a hop's connection:
+	// the parent of its agent.
+	connection := func(hop *spindle.Context) string {
+		return run(t, hop, "sh", "-c", `cut -d" " -f4 /proc/$PPID/stat`)
+	}
+	const n = 5
+	hops := make([]*spindle.Context, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			o := second.opts()
+			o.ContextName = fmt.Sprintf("web%d", i)
+			hops[i], errs[i] = cx.Connect(ctx, o)
+		}()
+	}
+	wg.Wait()
+	perConn := map[string]int{}
+	for i, hop := range hops {
+		if errs[i] != nil {
+			t.Fatalf("hop %d: %v\nsshd log:\n%s", i, errs[i], second.s.Log())
+		}
+		perConn[connection(hop)]++
+	}
+	// MaxSessions 2: five hops need three connections, and sharing
+	// means no more than that.
+	if len(perConn) != 3 {
+		t.Errorf("5 hops used %d connections %v, want 3 (2 sessions each under MaxSessions 2)", len(perConn), perConn)
+	}
+	for c, k := range perConn {
+		if k > 2 {
+			t.Errorf("connection %s carries %d hops, above MaxSessions 2", c, k)
+		}
+	}
+
+	o := second.opts()
+	o.ContextName = "own"
+	o.OwnConnection = true
+	own, err := cx.Connect(ctx, o)
+	if err != nil {
+		t.Fatalf("hop with OwnConnection: %v", err)
+	}
+	ownConn := connection(own)
+	if perConn[ownConn] != 0 {
+		t.Errorf("OwnConnection hop shares connection %s with the others", ownConn)
+	}
+
+	// Closing every hop closes their connections: the server is left
+	// with the own hop's only.
+	for _, hop := range hops {
+		if err := hop.Close(); err != nil {
+			t.Fatalf("close %s: %v", hop.Name(), err)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for c := range perConn {
+		for {
+			if _, err := os.Stat("/proc/" + c); errors.Is(err, fs.ErrNotExist) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("sshd process %s of a connection whose hops are all closed is still there", c)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	if got := connection(own); got != ownConn {
+		t.Errorf("the own hop moved from %s to %s", ownConn, got)
 	}
 }

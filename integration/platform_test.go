@@ -63,11 +63,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	// The second host says it is an aarch64 machine: a uname of its own
 	// comes first on its sessions' PATH.
 	fake := fakeAarch64(t)
-	s := sshtest.StartWith(t, sshtest.Options{Extra: []string{"SetEnv PATH=" + fake + ":/usr/local/bin:/usr/bin:/bin"}})
-	u := sshtest.CreateUser(t, "/bin/sh")
-	k := sshtest.ClientKey(t)
-	s.Authorize(t, u, k)
-	second := &target{s: s, u: u, key: k, kh: s.KnownHosts(t)}
+	second := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"SetEnv PATH=" + fake + ":/usr/local/bin:/usr/bin:/bin"}})
 
 	_, cx := mustConnect(t, first, first.opts())
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
@@ -85,10 +81,10 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hop to an \"arm64\" host through %s: %v\n%s", cx.Name(), err, logText(first.logs))
 	}
-	if info, err := sys.Info(ctx, hop); err != nil || info.UID != u.UID {
+	if info, err := sys.Info(ctx, hop); err != nil || info.UID != second.u.UID {
 		t.Fatalf("behind the hop: %+v, %v", info, err)
 	}
-	if cached := agentFiles(u); len(cached) != 1 || !strings.HasSuffix(cached[0], "-"+want.Hash[:16]) {
+	if cached := agentFiles(second.u); len(cached) != 1 || !strings.HasSuffix(cached[0], "-"+want.Hash[:16]) {
 		t.Fatalf("the target's cache holds %v, want the controller's linux/arm64 agent (%s…)", cached, want.Hash[:16])
 	}
 	var e observer.LoggedEntry
@@ -103,7 +99,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 
 	// The target forgets it; another hop there (a fresh context) needs it
 	// again, and the first agent has it in RAM.
-	for _, d := range u.CacheDirs() {
+	for _, d := range second.u.CacheDirs() {
 		os.RemoveAll(d)
 	}
 	again := hopOpts
@@ -115,8 +111,8 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	if err := sys.Ping(ctx, hop2); err != nil {
 		t.Fatal(err)
 	}
-	if len(agentFiles(u)) != 1 {
-		t.Fatalf("second hop did not upload the agent again: %v", agentFiles(u))
+	if len(agentFiles(second.u)) != 1 {
+		t.Fatalf("second hop did not upload the agent again: %v", agentFiles(second.u))
 	}
 	if n := sent(); n != 1 {
 		t.Errorf("the controller sent the agent %d times for two hops, want once (the first agent keeps it)", n)

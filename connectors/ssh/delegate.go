@@ -2,6 +2,8 @@ package ssh
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -97,6 +99,8 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		KeepaliveCountMax: s.kaCount,
 		Password:          o.Password != "" || pr.ok(),
 		ContextName:       o.ContextName,
+		OwnConnection:     o.OwnConnection,
+		Trust:             trustKey(s, o),
 	}
 	agents := o.Agent
 	if agents == nil {
@@ -243,4 +247,18 @@ func (h *delegateHelper) Extension(typ string, contents []byte) ([]byte, error) 
 		return nil, fmt.Errorf("encode %s reply: %w", typ, err)
 	}
 	return append([]byte{agentSuccess}, b...), nil
+}
+
+// trustKey summarises how a hop's connection is checked and authenticated
+// (host-key policy, known_hosts files, identities; not the password, only
+// whether there is one). Hops share a connection only if theirs are equal:
+// a hop with strict checking must not ride on a connection that another
+// hop accepted with the policy off, nor one that asked for a given key on
+// one authenticated with another.
+func trustKey(s *settings, o Options) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%v\x00%q\x00%q\x00%q\x00%v", s.policy, s.hashKnown, s.knownFiles, s.knownWrite,
+		append(append([]string{}, o.IdentityFiles...), s.identityFiles...), s.identitiesOnly)
+	fmt.Fprintf(h, "\x00%v", o.Password != "" || o.PasswordPrompt != nil)
+	return hex.EncodeToString(h.Sum(nil)[:16])
 }

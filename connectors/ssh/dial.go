@@ -33,12 +33,14 @@ type link struct {
 	// started ends the connection's quick ACKs (withQuickAck) once its
 	// agent is up.
 	started func()
-	jump    *link
-	name    string
-	stop    chan struct{}
-	wg      sync.WaitGroup
-	once    sync.Once
-	err     error
+	// qa is the connection's quick-ACK switch; nil if it is not TCP.
+	qa   *quickAckConn
+	jump *link
+	name string
+	stop chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+	err  error
 }
 
 // Close stops the keepalive, closes the connection (failing every session
@@ -308,6 +310,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		return nil, classifyHandshake(err, hk, s, addr)
 	}
 	l := &link{client: client, started: started, jump: jump, name: s.display, stop: make(chan struct{})}
+	l.qa, _ = conn.(*quickAckConn)
 	if s.kaInterval > 0 {
 		l.wg.Add(1)
 		go func() {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -35,7 +36,13 @@ type Hop struct {
 	KeepaliveInterval time.Duration `msgpack:"ka"`
 	KeepaliveCountMax int           `msgpack:"kacount"`
 	Password          bool          `msgpack:"pw,omitempty"` // the helper can answer password prompts
-	ContextName       string        `msgpack:"name,omitempty"`
+	// OwnConnection: dial a connection for this hop alone instead of
+	// sharing one with the agent's other hops to the same user@host:port.
+	OwnConnection bool `msgpack:"own,omitempty"`
+	// Trust summarises the controller's host-key and auth settings for
+	// this hop (trustKey): hops share a connection only if it is equal.
+	Trust       string `msgpack:"trust,omitempty"`
+	ContextName string `msgpack:"name,omitempty"`
 	// Agents are the controller's agents by platform; the helper sends
 	// the bytes of one the target needs and this agent lacks.
 	Agents []bootstrap.Manifest `msgpack:"agents,omitempty"`
@@ -121,34 +128,40 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 	if timeout <= 0 {
 		timeout = DefaultConnectTimeout
 	}
-	start := time.Now()
-	d := net.Dialer{Timeout: timeout}
-	conn, err := d.DialContext(ctx, "tcp", h.Addr)
-	if err != nil {
-		return nil, dialError(ctx, h.Addr, timeout, err)
+	kaCount := h.KeepaliveCountMax
+	if kaCount <= 0 {
+		kaCount = DefaultKeepaliveCountMax
 	}
-	conn, started := withQuickAck(conn)
-	client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), &prompter{})
-	if err != nil {
-		if hostKeyErr != nil {
-			return nil, hostKeyErr
+	var dialAck func() // set when this hop dialled the connection it uses
+	dial := func() (*link, error) {
+		start := time.Now()
+		d := net.Dialer{Timeout: timeout}
+		conn, err := d.DialContext(ctx, "tcp", h.Addr)
+		if err != nil {
+			return nil, dialError(ctx, h.Addr, timeout, err)
 		}
-		s := &settings{display: h.Display, user: h.User, timeout: timeout}
-		return nil, classifyHandshake(err, &hostKeyChecker{}, s, h.Addr)
-	}
-	l := &link{client: client, started: started, name: h.Display, stop: make(chan struct{})}
-	if h.KeepaliveInterval > 0 {
-		count := h.KeepaliveCountMax
-		if count <= 0 {
-			count = DefaultKeepaliveCountMax
+		conn, started := withQuickAck(conn)
+		client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), &prompter{})
+		if err != nil {
+			if hostKeyErr != nil {
+				return nil, hostKeyErr
+			}
+			s := &settings{display: h.Display, user: h.User, timeout: timeout}
+			return nil, classifyHandshake(err, &hostKeyChecker{}, s, h.Addr)
 		}
-		l.wg.Add(1)
-		go func() {
-			defer l.wg.Done()
-			l.keepalive(h.KeepaliveInterval, count, log.With(zap.String("host", h.Display)))
-		}()
+		l := &link{client: client, started: started, name: h.Display, stop: make(chan struct{})}
+		l.qa, _ = conn.(*quickAckConn)
+		if h.KeepaliveInterval > 0 {
+			l.wg.Add(1)
+			go func() {
+				defer l.wg.Done()
+				l.keepalive(h.KeepaliveInterval, kaCount, log.With(zap.String("host", h.Display)))
+			}()
+		}
+		log.Debug("ssh hop connected", zap.String("host", h.Display), zap.String("addr", h.Addr), zap.String("user", h.User))
+		dialAck = started
+		return l, nil
 	}
-	log.Debug("ssh hop connected", zap.String("host", h.Display), zap.String("addr", h.Addr), zap.String("user", h.User))
 	src := bootstrap.WithManifests(req.Agent, h.Agents, func(goos, goarch string) ([]byte, error) {
 		r, err := ask(lent, extAgent, &agentRequest{OS: goos, Arch: goarch})
 		if err == nil && r.Err != "" {
@@ -159,19 +172,72 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		}
 		return r.Gz, nil
 	})
-	c, err := l.startAgent(ctx, req.Args(), src, name, log)
-	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
-		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
-		req.Fresh = true
-		c, err = l.startAgent(ctx, req.Args(), src, name, log)
+
+	if h.OwnConnection {
+		l, err := dial()
+		if err != nil {
+			return nil, err
+		}
+		c, err := l.startAgentFresh(ctx, &req, src, name, log, l.Close)
+		if err != nil {
+			l.Close()
+			return nil, err
+		}
+		l.agentUp()
+		return c, nil
 	}
-	if err != nil {
-		l.Close()
-		return nil, err
+	key := hopKey{addr: h.Addr, known: h.KnownAddr, user: h.User, hostKeyAlgs: strings.Join(h.HostKeyAlgorithms, ","), trust: h.Trust,
+		timeout: timeout, kaInterval: h.KeepaliveInterval, kaCount: kaCount}
+	for attempt := 1; ; attempt++ {
+		dialAck = nil
+		s, err := hopConns.acquire(ctx, key, dial)
+		if err != nil {
+			return nil, err
+		}
+		l := s.conn
+		ack := dialAck
+		if ack == nil {
+			ack = l.ackAgain()
+			log.Debug("ssh hop shares a connection", zap.String("host", h.Display), zap.String("user", h.User), zap.String("context", name))
+		}
+		release := sync.OnceValue(func() error {
+			hopConns.release(key, s, true) // the hop's session is closed
+			return nil
+		})
+		c, err := l.startAgentFresh(ctx, &req, src, name, log, release)
+		ack()
+		if err == nil {
+			return c, nil
+		}
+		// A refusal on a connection that other hops use or are starting
+		// on is MaxSessions: use or dial another. On one this hop has to
+		// itself, a refusal is the server's verdict.
+		retry := sessionRefused(err) && hopConns.users(s) > 1 && attempt < maxSessionRetries
+		if retry {
+			hopConns.markFull(s)
+		}
+		hopConns.release(key, s, !retry)
+		if !retry {
+			return nil, err
+		}
+		log.Debug("ssh server refused one more session on a shared connection", zap.String("host", h.Display), zap.Error(err))
 	}
-	l.agentUp()
-	return c, nil
 }
+
+// maxSessionRetries bounds how many shared connections a hop tries
+// before it gives up with the last refusal.
+const maxSessionRetries = 8
+
+// hopKey is what hops must have in common to share a connection: where
+// and as whom it is made, and how it is checked and kept alive.
+type hopKey struct {
+	addr, known, user, hostKeyAlgs, trust string
+	timeout, kaInterval                   time.Duration
+	kaCount                               int
+}
+
+// hopConns are the SSH connections this process's hops share.
+var hopConns = newSharePool[hopKey](func(l *link) { l.Close() }, func(l *link) { l.client.Wait() })
 
 // ask sends one extension request to the controller's helper.
 func ask(lent agent.ExtendedAgent, typ string, req any) (*helperReply, error) {

@@ -62,4 +62,10 @@ type Options struct {
 	// Agent supplies the agent binaries; default: the StartRequest's
 	// (the controller's embedded agents).
 	Agent bootstrap.Source
+	// OwnConnection applies to a hop started by an agent
+	// (Context.Connect): such hops to the same user@host:port share one
+	// SSH connection per agent by default, each in a session of its own,
+	// as OpenSSH's ControlMaster does; OwnConnection dials one for this
+	// hop alone. The controller's own connections are never shared.
+	OwnConnection bool
 }

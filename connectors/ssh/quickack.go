@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"net"
+	"sync"
 	"sync/atomic"
 	"syscall"
 
@@ -18,13 +19,16 @@ import (
 // client's delayed ACK, 40 ms on Linux, in every connect (seen with
 // strace on both sides). Once the agent is up, the bus's requests carry
 // the ACKs and the option only costs a system call per read, so it is
-// switched off.
+// switched off. A connection shared by several hops (share.go) switches
+// it on again while each later hop starts.
 
 // quickAckConn is a TCP connection that asks for quick ACKs while on.
 type quickAckConn struct {
 	net.Conn
 	rc syscall.RawConn
-	on atomic.Bool
+	// on counts the hops starting on this connection: quick ACKs while
+	// any is.
+	on atomic.Int32
 	// sets counts the successful setsockopt calls. Reading the option
 	// back says nothing reliable: Linux reports whether the connection is
 	// in its interactive ("pingpong") mode, which traffic changes.
@@ -43,9 +47,17 @@ func withQuickAck(c net.Conn) (net.Conn, func()) {
 		return c, func() {}
 	}
 	q := &quickAckConn{Conn: c, rc: rc}
-	q.on.Store(true)
+	q.on.Store(1)
 	q.quickAck()
-	return q, func() { q.on.Store(false) }
+	return q, sync.OnceFunc(func() { q.on.Add(-1) })
+}
+
+// again asks for quick ACKs while one more hop starts, until the
+// returned function is called.
+func (q *quickAckConn) again() func() {
+	q.on.Add(1)
+	q.quickAck()
+	return sync.OnceFunc(func() { q.on.Add(-1) })
 }
 
 func (q *quickAckConn) quickAck() {
@@ -58,7 +70,7 @@ func (q *quickAckConn) quickAck() {
 
 func (q *quickAckConn) Read(p []byte) (int, error) {
 	n, err := q.Conn.Read(p)
-	if q.on.Load() {
+	if q.on.Load() > 0 {
 		q.quickAck()
 	}
 	return n, err

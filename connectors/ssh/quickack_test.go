@@ -50,7 +50,7 @@ func TestQuickAck(t *testing.T) {
 		t.Fatalf("%d quick-ACK requests after a read, want 2 (renewed after each read)", n)
 	}
 	started()
-	if q.on.Load() {
+	if q.on.Load() > 0 {
 		t.Fatal("still asking for quick ACKs after the agent started")
 	}
 	if _, err := io.ReadFull(c, buf); err != nil || buf[0] != 'y' {

@@ -47,18 +47,34 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 	if err != nil {
 		return nil, err
 	}
-	conn, err := l.startAgent(ctx, req.Args(), src, name, log)
-	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
-		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
-		req.Fresh = true
-		conn, err = l.startAgent(ctx, req.Args(), src, name, log)
-	}
+	conn, err := l.startAgentFresh(ctx, &req, src, name, log, l.Close)
 	if err != nil {
 		l.Close()
 		return nil, err
 	}
 	l.agentUp()
 	return conn, nil
+}
+
+// startAgentFresh is startAgent, run again with a fresh agent if the
+// cached one failed its self-check.
+func (l *link) startAgentFresh(ctx context.Context, req *connectors.StartRequest, src bootstrap.Source, name string, log *zap.Logger, release func() error) (*bootstrap.Conn, error) {
+	conn, err := l.startAgent(ctx, req.Args(), src, name, log, release)
+	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
+		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
+		req.Fresh = true
+		conn, err = l.startAgent(ctx, req.Args(), src, name, log, release)
+	}
+	return conn, err
+}
+
+// ackAgain asks for quick ACKs on l's connection while one more hop
+// starts on it, until the returned function is called.
+func (l *link) ackAgain() func() {
+	if l.qa == nil {
+		return func() {}
+	}
+	return l.qa.again()
 }
 
 // agentUp ends the quick ACKs of l's connection and of its jump hosts'.
@@ -71,9 +87,10 @@ func (l *link) agentUp() {
 }
 
 // startAgent opens one session, runs the first stage in it and hands its
-// stdio to bootstrap.RemoteStart. On success the returned Conn owns the
-// link; on failure only the session is closed.
-func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src bootstrap.Source, name string, log *zap.Logger) (*bootstrap.Conn, error) {
+// stdio to bootstrap.RemoteStart. On success the returned Conn holds the
+// link, and calls release when it is closed (l.Close for a connection of
+// its own); on failure only the session is closed.
+func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src bootstrap.Source, name string, log *zap.Logger, release func() error) (*bootstrap.Conn, error) {
 	cmd, err := bootstrap.RemoteCommand(args, src)
 	if err != nil {
 		return nil, err
@@ -126,7 +143,7 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 		t.Stop()
 		sess.Close()
 		if owned.Load() {
-			return l.Close()
+			return release()
 		}
 		return nil
 	}

@@ -105,7 +105,9 @@ type Server struct {
 
 // Options tunes Start.
 type Options struct {
-	// Extra lines appended to sshd_config.
+	// Extra lines for sshd_config. sshd keeps the first value it reads
+	// for a keyword, so they come first and override the defaults (a
+	// Match block would have to come last: not supported).
 	Extra []string
 
 	// ListenAddress is the IP address sshd listens on; empty means
@@ -246,12 +248,12 @@ func (s *Server) Stop() { s.stop() }
 
 func (s *Server) writeConfig(t testing.TB, opts Options) {
 	t.Helper()
-	lines := []string{
-		"ListenAddress " + s.host,
-		"Port " + strconv.Itoa(s.Port),
-		"HostKey " + s.hostKey,
-		"PidFile " + filepath.Join(s.Dir, "sshd.pid"),
-		"AuthorizedKeysFile " + filepath.Join(s.Dir, "authorized_keys", "%u"),
+	lines := append(append([]string{}, opts.Extra...),
+		"ListenAddress "+s.host,
+		"Port "+strconv.Itoa(s.Port),
+		"HostKey "+s.hostKey,
+		"PidFile "+filepath.Join(s.Dir, "sshd.pid"),
+		"AuthorizedKeysFile "+filepath.Join(s.Dir, "authorized_keys", "%u"),
 		// With UsePAM no, sshd checks /etc/shadow itself (it runs as root),
 		// and no PAM session module sets XDG_RUNTIME_DIR or prints a motd.
 		"UsePAM no",
@@ -271,13 +273,12 @@ func (s *Server) writeConfig(t testing.TB, opts Options) {
 		"LogLevel DEBUG3",
 		"AcceptEnv LANG LC_*",
 		"Subsystem sftp internal-sftp",
-	}
+	)
 	if perSourcePenaltiesSupported() {
 		// OpenSSH ≥ 9.8 would otherwise refuse 127.0.0.1 after the failed
 		// logins that the auth tests make on purpose.
 		lines = append(lines, "PerSourcePenalties no")
 	}
-	lines = append(lines, opts.Extra...)
 	writeFile(t, s.config, strings.Join(lines, "\n")+"\n", 0o600)
 	if err := os.MkdirAll(filepath.Join(s.Dir, "authorized_keys"), 0o755); err != nil {
 		t.Fatalf("sshtest: %v", err)
