@@ -22,7 +22,11 @@ import (
 //
 // via_connect_parallel_20 connects 20 hops through one intermediary at
 // once; its baseline is connecting one: the ratio says how much of the
-// setup runs in parallel (1 = all of it, 20 = none).
+// setup runs in parallel (1 = all of it, 20 = none). Both start cold: the
+// intermediary has no connection to the target that they could share
+// (the long-lived hop of via_true_seq has one of its own), so one hop
+// dials and authenticates, and twenty dial as many connections as sshd's
+// MaxSessions (10 by default) makes them need.
 
 func viaCases() []benchCase {
 	var cs []benchCase
@@ -80,7 +84,11 @@ func (e *benchEnv) viaHop(ms int) (*spindle.Context, error) {
 	if err != nil {
 		return nil, err
 	}
-	c, err := p.connector()
+	// A connection of its own: the hops of via_connect_parallel_20 must
+	// not find one to share.
+	o := p.opts
+	o.OwnConnection = true
+	c, err := asConnector(o)
 	if err != nil {
 		return nil, err
 	}
@@ -89,7 +97,9 @@ func (e *benchEnv) viaHop(ms int) (*spindle.Context, error) {
 }
 
 // viaConnect times connecting k hops at once through path ms's agent
-// (each a new SSH connection from it, and an agent), n times.
+// (each a new session and an agent; they share the connections the
+// intermediary dials), n times. Closing a hop returns once the agent has
+// released its connection, so every round starts cold.
 func (e *benchEnv) viaConnect(ms, n, k int) (float64, error) {
 	p := e.sshPath(ms)
 	if p.err != nil {
