@@ -130,7 +130,10 @@ func startSSHD(extraPorts func(port int) []int) (_ *throwawaySSHD, err error) {
 			"PrintLastLog no",
 			"UseDNS no",
 			"MaxStartups 200:30:400",
-			"MaxSessions 100",
+			// sshd's default, stated: hops that share a connection
+			// (via_connect_parallel_20) need as many as a stock server
+			// makes them.
+			"MaxSessions 10",
 			"LogLevel ERROR",
 			"SetEnv XDG_RUNTIME_DIR=" + s.XDG,
 			"Subsystem sftp internal-sftp",

@@ -237,7 +237,17 @@ type hopKey struct {
 }
 
 // hopConns are the SSH connections this process's hops share.
-var hopConns = newSharePool[hopKey](func(l *link) { l.Close() }, func(l *link) { l.client.Wait() })
+var hopConns = func() *sharePool[hopKey, *link] {
+	p := newSharePool[hopKey](func(l *link) { l.Close() }, func(l *link) { l.client.Wait() })
+	// OpenSSH's default MaxSessions: the eleventh of many hops starting
+	// together dials a second connection at once, in parallel with the
+	// first, rather than after the server refused it a session.
+	p.maxUsers = sessionsPerConnection
+	return p
+}()
+
+// sessionsPerConnection is how many hops share one connection at most.
+const sessionsPerConnection = 10
 
 // ask sends one extension request to the controller's helper.
 func ask(lent agent.ExtendedAgent, typ string, req any) (*helperReply, error) {

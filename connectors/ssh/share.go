@@ -30,6 +30,9 @@ type sharePool[K comparable, C any] struct {
 	// returns once a connection has died (or was closed).
 	close func(C)
 	wait  func(C)
+	// maxUsers, if positive, caps the users of one connection: beyond it
+	// the next user dials another at once instead of being refused later.
+	maxUsers int
 	// deadHook, if set, runs after a connection was found dead (tests).
 	deadHook func()
 }
@@ -58,7 +61,7 @@ func (p *sharePool[K, C]) acquire(ctx context.Context, key K, dial func() (C, er
 		p.mu.Lock()
 		var s *shared[C]
 		for _, c := range p.conns[key] {
-			if !c.full && !c.dead {
+			if !c.full && !c.dead && (p.maxUsers <= 0 || c.refs < p.maxUsers) {
 				s = c
 				break
 			}

@@ -233,3 +233,41 @@ func TestTrustKeySeparatesPolicies(t *testing.T) {
 		t.Errorf("password keys: %q %q (none: %q)", a, b, strict)
 	}
 }
+
+func TestSharePoolMaxUsersDialsAhead(t *testing.T) {
+	d := &fakeDialer{gate: make(chan struct{}), entered: make(chan struct{}, 3)}
+	p := d.pool()
+	p.maxUsers = 2
+	const n = 5
+	got := make(chan *shared[*fakeConn], n)
+	for range n {
+		go func() {
+			s, err := p.acquire(context.Background(), "web", d.dial)
+			if err != nil {
+				t.Error(err)
+			}
+			got <- s
+		}()
+	}
+	// Three dials start before any ends: five users at two per
+	// connection do not wait for the first connection to fill.
+	for range 3 {
+		<-d.entered
+	}
+	close(d.gate)
+	users := map[*shared[*fakeConn]]int{}
+	for range n {
+		users[<-got]++
+	}
+	if len(users) != 3 || d.dials.Load() != 3 {
+		t.Fatalf("%d connections, %d dials for 5 users at 2 each; want 3", len(users), d.dials.Load())
+	}
+	for s, k := range users {
+		if k > 2 {
+			t.Errorf("a connection has %d users, above the cap of 2", k)
+		}
+		for range k {
+			p.release("web", s, true)
+		}
+	}
+}
