@@ -4,6 +4,7 @@ import (
 	stdctx "context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
+	"golang.org/x/sys/unix"
 )
 
 func TestMain(m *testing.M) {
@@ -190,18 +192,30 @@ func sha256File(t *testing.T, p string) string {
 // controller closed), so its executable can be rewritten.
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		if err := syscall.Kill(pid, 0); err == syscall.ESRCH {
-			return
-		}
-		// A zombie still answers kill(0): look at its state.
-		if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err != nil || strings.Contains(string(b), ") Z ") {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+	// A pidfd polls readable once the process has exited (a zombie
+	// counts): no polling of /proc.
+	fd, err := unix.PidfdOpen(pid, 0)
+	if errors.Is(err, unix.ESRCH) {
+		return
 	}
-	t.Fatalf("agent pid %d still running 10s after Close", pid)
+	if err != nil {
+		t.Fatalf("pidfd_open %d: %v", pid, err)
+	}
+	defer unix.Close(fd)
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	for {
+		n, err := unix.Poll(fds, 10_000)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			t.Fatalf("poll pidfd of %d: %v", pid, err)
+		}
+		if n == 0 {
+			t.Fatalf("pid %d still running 10s later", pid)
+		}
+		return
+	}
 }
 
 // waitProcess waits until u runs a process whose command line starts with

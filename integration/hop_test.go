@@ -4,18 +4,21 @@ import (
 	stdctx "context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 )
 
@@ -139,6 +142,13 @@ func TestSSHHopAuthFailure(t *testing.T) {
 	}
 }
 
+// sshdOf names the sshd process that serves a hop's connection: the
+// parent of its agent.
+func sshdOf(t *testing.T, hop *spindle.Context) string {
+	t.Helper()
+	return strings.TrimSpace(run(t, hop, "sh", "-c", `cut -d" " -f4 /proc/$PPID/stat`))
+}
+
 // TestSSHHopsShareConnections: hops that one agent starts to the same
 // user@host:port share SSH connections, each hop a session and an agent of
 // its own; a server's MaxSessions makes the agent dial another
@@ -152,11 +162,6 @@ func TestSSHHopsShareConnections(t *testing.T) {
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
 	defer cancel()
 
-	// connection names the sshd process that serves a hop's connection:
-	// the parent of its agent.
-	connection := func(hop *spindle.Context) string {
-		return run(t, hop, "sh", "-c", `cut -d" " -f4 /proc/$PPID/stat`)
-	}
 	const n = 5
 	hops := make([]*spindle.Context, n)
 	errs := make([]error, n)
@@ -176,7 +181,7 @@ func TestSSHHopsShareConnections(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("hop %d: %v\nsshd log:\n%s", i, errs[i], second.s.Log())
 		}
-		perConn[connection(hop)]++
+		perConn[sshdOf(t, hop)]++
 	}
 	// MaxSessions 2: five hops need three connections, and sharing
 	// means no more than that.
@@ -196,7 +201,7 @@ func TestSSHHopsShareConnections(t *testing.T) {
 	if err != nil {
 		t.Fatalf("hop with OwnConnection: %v", err)
 	}
-	ownConn := connection(own)
+	ownConn := sshdOf(t, own)
 	if perConn[ownConn] != 0 {
 		t.Errorf("OwnConnection hop shares connection %s with the others", ownConn)
 	}
@@ -208,19 +213,92 @@ func TestSSHHopsShareConnections(t *testing.T) {
 			t.Fatalf("close %s: %v", hop.Name(), err)
 		}
 	}
-	deadline := time.Now().Add(30 * time.Second)
 	for c := range perConn {
-		for {
-			if _, err := os.Stat("/proc/" + c); errors.Is(err, fs.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("sshd process %s of a connection whose hops are all closed is still there", c)
-			}
-			time.Sleep(20 * time.Millisecond)
+		pid, err := strconv.Atoi(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitGone(t, pid) // the sshd process of a connection whose hops are all closed
+	}
+	if got := sshdOf(t, own); got != ownConn {
+		t.Errorf("the own hop moved from %s to %s", ownConn, got)
+	}
+}
+
+// TestSSHHopSharedConnectionDies: when the connection that two hops
+// share dies, both fail at once with ErrDisconnected naming their own
+// hop, and the next hop to that host dials a new connection.
+func TestSSHHopSharedConnectionDies(t *testing.T) {
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	second := newTarget(t, "/bin/sh")
+	_, cx := mustConnect(t, first, first.opts())
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	var hops []*spindle.Context
+	for _, name := range []string{"web-a", "web-b"} {
+		o := second.opts()
+		o.ContextName = name
+		hop, err := cx.Connect(ctx, o)
+		if err != nil {
+			t.Fatalf("hop %s: %v", name, err)
+		}
+		hops = append(hops, hop)
+	}
+	conn := sshdOf(t, hops[0])
+	if other := sshdOf(t, hops[1]); other != conn {
+		t.Fatalf("the hops use connections %s and %s, want one shared", conn, other)
+	}
+	// Both hops wait in a call when the server's end of their connection
+	// is killed.
+	pid, err := strconv.Atoi(conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Each call says it is running through a FIFO that this test reads.
+	dir := sshtest.TempDir(t, "fifo")
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "running")
+	if err := syscall.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(fifo, 0o666); err != nil { // whatever the umask
+		t.Fatal(err)
+	}
+	errs := make(chan error, len(hops))
+	for _, hop := range hops {
+		go func() {
+			_, err := exec.Run(ctx, hop, exec.Cmd{Shell: "echo x > " + fifo + "; exec sleep 60"})
+			errs <- err
+		}()
+	}
+	ready, err := os.OpenFile(fifo, os.O_RDWR, 0) // RDWR: never EOF between writers
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ready.Close()
+	if _, err := io.ReadFull(ready, make([]byte, 2*len("x\n"))); err != nil {
+		t.Fatalf("waiting for both calls to start: %v", err)
+	}
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatalf("kill the connection's sshd %d: %v", pid, err)
+	}
+	for range hops {
+		err := <-errs
+		if !errors.Is(err, spindle.ErrDisconnected) || !strings.Contains(err.Error(), "web-") {
+			t.Errorf("call on a hop whose connection died: %v; want ErrDisconnected naming the hop", err)
 		}
 	}
-	if got := connection(own); got != ownConn {
-		t.Errorf("the own hop moved from %s to %s", ownConn, got)
+	o := second.opts()
+	o.ContextName = "web-c"
+	hop, err := cx.Connect(ctx, o)
+	if err != nil {
+		t.Fatalf("a hop after the shared connection died: %v", err)
+	}
+	if got := sshdOf(t, hop); got == conn {
+		t.Fatalf("the new hop runs on the dead connection's process %s", got)
 	}
 }
