@@ -604,3 +604,14 @@ func TestSSHCachePruned(t *testing.T) {
 		t.Fatalf("cache after a start: %v, want %v", left, want)
 	}
 }
+
+// TestSSHSessionsRefused: a server that allows no sessions fails the
+// connect with an error that says so and where to look.
+func TestSSHSessionsRefused(t *testing.T) {
+	t.Parallel()
+	tg := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"MaxSessions 0"}})
+	_, _, err := connect(t, tg, tg.opts())
+	if err == nil || !strings.Contains(err.Error(), "MaxSessions") {
+		t.Fatalf("connect to a server with MaxSessions 0: %v; want an error naming MaxSessions", err)
+	}
+}

@@ -97,6 +97,9 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 	}
 	sess, err := l.client.NewSession()
 	if err != nil {
+		if sessionRefused(err) {
+			return nil, fmt.Errorf("open an ssh session on %s: %w (the server allows no more sessions on this connection: see MaxSessions in its sshd_config, or give the hop OwnConnection)", l.name, err)
+		}
 		return nil, fmt.Errorf("open an ssh session on %s: %w", l.name, err)
 	}
 	stdin, err := sess.StdinPipe()
