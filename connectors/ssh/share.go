@@ -15,14 +15,15 @@ import (
 // connection that is dialled, key-exchanged and authenticated once. On two
 // vCPUs, twenty hops through one intermediary took 5.1–5.6x the time of
 // one, most of it sshd accepting twenty connections (BENCHMARKS.md). A
-// server refuses sessions beyond its MaxSessions (10 by default); the hop
-// then marks that connection full and uses, or dials, another. When a
-// shared connection dies, every hop on it is disconnected, as each would
-// have been with a connection of its own to that host.
+// connection takes at most ten hops (sshd's default MaxSessions), and a
+// server that refuses a session sooner has that connection marked full:
+// the hop uses, or dials, another. When a shared connection dies, every
+// hop on it is disconnected, as each would have been with a connection
+// of its own to that host.
 
-// sharePool hands out shared connections of type C by key. It dials at
-// most one connection per key at a time: hops that start together wait
-// for that one instead of each dialling their own.
+// sharePool hands out shared connections of type C by key. Users that
+// start together wait for one dial instead of each dialling their own
+// (maxUsers of them per connection).
 type sharePool[K comparable, C any] struct {
 	mu    sync.Mutex
 	conns map[K][]*shared[C]
