@@ -178,13 +178,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		if err != nil {
 			return nil, err
 		}
-		c, err := l.startAgentFresh(ctx, &req, src, name, log, l.Close)
-		if err != nil {
-			l.Close()
-			return nil, err
-		}
-		l.agentUp()
-		return c, nil
+		return l.startOwnAgent(ctx, &req, src, name, log)
 	}
 	key := hopKey{addr: h.Addr, known: h.KnownAddr, user: h.User, hostKeyAlgs: strings.Join(h.HostKeyAlgorithms, ","), trust: h.Trust,
 		timeout: timeout, kaInterval: h.KeepaliveInterval, kaCount: kaCount}

@@ -47,7 +47,13 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 	if err != nil {
 		return nil, err
 	}
-	conn, err := l.startAgentFresh(ctx, &req, src, name, log, l.Close)
+	return l.startOwnAgent(ctx, &req, src, name, log)
+}
+
+// startOwnAgent starts the agent on a connection of its own: the agent's
+// Conn closes l, and a failed start closes it at once.
+func (l *link) startOwnAgent(ctx context.Context, req *connectors.StartRequest, src bootstrap.Source, name string, log *zap.Logger) (*bootstrap.Conn, error) {
+	conn, err := l.startAgentFresh(ctx, req, src, name, log, l.Close)
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -98,7 +104,7 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 	sess, err := l.client.NewSession()
 	if err != nil {
 		if sessionRefused(err) {
-			return nil, fmt.Errorf("open an ssh session on %s: %w (the server allows no more sessions on this connection: see MaxSessions in its sshd_config, or give the hop OwnConnection)", l.name, err)
+			return nil, fmt.Errorf("open an ssh session on %s: %w (the server allows no more sessions on this connection: see MaxSessions in its sshd_config)", l.name, err)
 		}
 		return nil, fmt.Errorf("open an ssh session on %s: %w", l.name, err)
 	}
