@@ -90,6 +90,10 @@ func DefaultServices(r *rpc.Registry) {
 
 // Main runs the agent on the process's stdin/stdout and exits.
 func Main(opts ...Option) {
+	// One P (BENCHMARKS.md: ping 23 → 17 µs, exec.Run overhead over
+	// fork/exec 1.5x → 1.3x on the 2-core CI machine), and no GOMAXPROCS
+	// the user did not set left for the agent's children to inherit.
+	bootstrap.TakeProcs()
 	args, err := bootstrap.ParseAgentArgs(os.Args[1:])
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "spindle-agent %s: started by a Spindle controller, not by hand (%v)\n", version.Version, err)
@@ -115,14 +119,6 @@ func Main(opts ...Option) {
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s %v\n", bootstrap.ErrorPrefix, err)
 		os.Exit(1)
-	}
-	if os.Getenv("GOMAXPROCS") == "" {
-		// An agent's work is I/O and child processes, which do not hold a
-		// P. With one P, handing a message from goroutine to goroutine
-		// never wakes a second thread: on a VM a halted vCPU takes tens of
-		// µs to wake (BENCHMARKS.md: ping 23 → 17 µs, exec.Run overhead
-		// over fork/exec 1.5x → 1.3x on the 2-core CI machine).
-		runtime.GOMAXPROCS(1)
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()

@@ -173,7 +173,7 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	}
 	// x DIR/AGENT HASH: run the agent; exec is final (a failed exec ends
 	// the shell too).
-	run := fmt.Sprintf(`x() { exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2"; }; `,
+	run := fmt.Sprintf(`x() { `+stageProcs+`exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2"; }; `,
 		a.ID, a.Parent, a.Name, a.Nonce, a.Verbosity)
 	// The effective uid from /proc with builtins only (a process start
 	// saved per hop), else from id.

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -22,6 +23,8 @@ import (
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/rpc"
+	spexec "github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -224,6 +227,7 @@ func dial(t *testing.T, c *connector) (uploaded bool, took time.Duration) {
 	if err := sys.Ping(ctx, cx); err != nil {
 		t.Fatalf("%s: ping: %v", c.sh.name, err)
 	}
+	checkOneProc(ctx, t, cx)
 	cached := logs.FilterMessage("agent cached").Len()
 	up := logs.FilterMessageSnippet("agent uploaded (").Len()
 	if cached+up != 1 {
@@ -233,6 +237,31 @@ func dial(t *testing.T, c *connector) (uploaded bool, took time.Duration) {
 		t.Logf("%s: %s %v", c.sh.name, e.Message, e.ContextMap())
 	}
 	return up == 1, took
+}
+
+// checkOneProc: the stage started the agent with GOMAXPROCS=1 (its
+// environment at exec, in /proc), and the agent took it out again, so
+// the commands it runs see neither it nor the marker.
+func checkOneProc(ctx stdctx.Context, t *testing.T, cx rpc.Caller) {
+	t.Helper()
+	info, err := sys.Info(ctx, cx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", info.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Split(string(environ), "\x00"), "GOMAXPROCS=1") {
+		t.Errorf("agent started without GOMAXPROCS=1: %q", environ)
+	}
+	res, err := spexec.Run(ctx, cx, spexec.Cmd{Shell: `echo "${GOMAXPROCS-none} ${SPINDLE_SET_GOMAXPROCS-none}"`})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(res.Stdout)); got != "none none" {
+		t.Errorf("a command run by the agent inherited GOMAXPROCS and the marker: %q", got)
+	}
 }
 
 func agentFiles(t *testing.T, dir string) []string {

@@ -61,7 +61,7 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 	}
 	args := req.Args()
 	cmd := exec.Command(path, args.Argv()...)
-	cmd.Env = o.Env
+	cmd.Env = bootstrap.WithOneProc(o.Env)
 	// Its own process group: a Ctrl-C on the controller's terminal goes to
 	// the controller, which cancels calls cleanly, not to the agent.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
