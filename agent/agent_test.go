@@ -12,7 +12,15 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors/container"
+	"github.com/spindle-rpc/spindle/connectors/docker"
+	"github.com/spindle-rpc/spindle/connectors/kubectl"
 	"github.com/spindle-rpc/spindle/connectors/local"
+	"github.com/spindle-rpc/spindle/connectors/lxc"
+	"github.com/spindle-rpc/spindle/connectors/lxd"
+	"github.com/spindle-rpc/spindle/connectors/machinectl"
+	"github.com/spindle-rpc/spindle/connectors/podman"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"github.com/spindle-rpc/spindle/internal/testagent"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"golang.org/x/sys/unix"
@@ -105,5 +113,25 @@ func TestInputPipeGrown(t *testing.T) {
 	}
 	if len(sizes) != 1 || sizes[0] != 1<<20 {
 		t.Fatalf("the agent's read ends of pipes have sizes %v, want one of 1 MiB (its input)", sizes)
+	}
+}
+
+// The connectors' error patterns compile only when first matched
+// (lazyre); every one the agent links must compile. The container
+// connectors make theirs when asked for their rules.
+func TestConnectorPatternsCompile(t *testing.T) {
+	for _, rules := range [][]container.Rule{
+		container.ShellRules("u"), docker.Options{}.Rules(), podman.Options{}.Rules(), kubectl.Options{}.Rules(),
+		lxc.Options{}.Rules(), lxd.Options{}.Rules(), machinectl.Options{}.Rules(),
+	} {
+		if len(rules) == 0 {
+			t.Error("a connector has no rules")
+		}
+	}
+	if n := lazyre.Count(); n < 30 {
+		t.Fatalf("only %d patterns registered: the connectors' tables are not linked here", n)
+	}
+	if err := lazyre.CheckAll(); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -17,11 +17,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -65,7 +65,7 @@ var (
 
 // Rule maps a tool message to an error kind and says what to do.
 type Rule struct {
-	Match *regexp.Regexp
+	Match *lazyre.Regexp
 	Err   error
 	Hint  string
 }
@@ -93,8 +93,8 @@ func ShellRules(user string) []Rule {
 	hint := "the first stage needs a POSIX sh on the container's PATH (busybox is enough)"
 	userHint := fmt.Sprintf("user %q is not in the container's /etc/passwd: give an existing user, or a numeric uid", user)
 	return []Rule{
-		{regexp.MustCompile(`(?i)unable to find user|no matching entries in passwd|unknown user|user .* does not exist|failed to get passwd entry`), ErrNoSuchUser, userHint},
-		{regexp.MustCompile(`(?i)exec: "sh": executable file not found|executable file .?sh.? not found|failed to exec "?sh"?|sh: (command )?not found|no such file or directory: .*\bsh\b`), ErrNoShell, hint},
+		{lazyre.New(`(?i)unable to find user|no matching entries in passwd|unknown user|user .* does not exist|failed to get passwd entry`), ErrNoSuchUser, userHint},
+		{lazyre.New(`(?i)exec: "sh": executable file not found|executable file .?sh.? not found|failed to exec "?sh"?|sh: (command )?not found|no such file or directory: .*\bsh\b`), ErrNoShell, hint},
 	}
 }
 

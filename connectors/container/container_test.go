@@ -4,10 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"strings"
 	"syscall"
@@ -70,7 +70,7 @@ func groupAlive(pgid int) []string {
 }
 
 var fakeRules = []container.Rule{
-	{Match: regexp.MustCompile(`(?i)no such container`), Err: container.ErrNoContainer, Hint: "check the name with `fake ps`"},
+	{Match: lazyre.New(`(?i)no such container`), Err: container.ErrNoContainer, Hint: "check the name with `fake ps`"},
 }
 
 // TestStartAndClose: the child runs the first stage, the agent says

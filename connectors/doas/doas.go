@@ -6,7 +6,7 @@ package doas
 
 import (
 	"context"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -72,7 +72,7 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 	})
 }
 
-var promptRE = regexp.MustCompile(`(?i)password[^\n]*:\s*$`)
+var promptRE = lazyre.New(`(?i)password[^\n]*:\s*$`)
 
 // IsPrompt reports whether out ends with doas's prompt
 // ("doas (user@host) password: ").
@@ -80,13 +80,13 @@ func IsPrompt(out string) bool { return promptRE.MatchString(out) }
 
 // The messages of opendoas 6.8 and OpenBSD doas.
 var classes = []struct {
-	re  *regexp.Regexp
+	re  *lazyre.Regexp
 	err error
 }{
-	{regexp.MustCompile(`(?i)authentication required|authorization required`), become.ErrPasswordRequired},
-	{regexp.MustCompile(`(?i)authentication failed`), become.ErrWrongPassword},
-	{regexp.MustCompile(`(?i)unknown user`), become.ErrNoSuchUser},
-	{regexp.MustCompile(`(?i)operation not permitted|not permitted|doas is not enabled`), become.ErrNotAllowed},
+	{lazyre.New(`(?i)authentication required|authorization required`), become.ErrPasswordRequired},
+	{lazyre.New(`(?i)authentication failed`), become.ErrWrongPassword},
+	{lazyre.New(`(?i)unknown user`), become.ErrNoSuchUser},
+	{lazyre.New(`(?i)operation not permitted|not permitted|doas is not enabled`), become.ErrNotAllowed},
 }
 
 // Classify maps doas's terminal output to a become error kind.

@@ -7,7 +7,7 @@ package docker
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -78,13 +78,13 @@ func (o Options) Argv(script string) []string {
 func (o Options) Rules() []container.Rule {
 	n := o.Container
 	return append(container.ShellRules(o.User), []container.Rule{
-		{Match: regexp.MustCompile(`(?i)no such container`), Err: container.ErrNoContainer,
+		{Match: lazyre.New(`(?i)no such container`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("docker knows no container %q: check the name with `docker ps -a`", n)},
-		{Match: regexp.MustCompile(`(?i)is not running|is restarting|is paused`), Err: container.ErrNotRunning,
+		{Match: lazyre.New(`(?i)is not running|is restarting|is paused`), Err: container.ErrNotRunning,
 			Hint: fmt.Sprintf("container %q is not running: start it (`docker start %s`) or unpause it", n, n)},
-		{Match: regexp.MustCompile(`(?i)permission denied.*docker(\.sock| daemon)`), Err: container.ErrPermission,
+		{Match: lazyre.New(`(?i)permission denied.*docker(\.sock| daemon)`), Err: container.ErrPermission,
 			Hint: "the user running docker may not use the Docker daemon: run the hop as root (e.g. after a sudo hop) or add the user to the docker group"},
-		{Match: regexp.MustCompile(`(?i)cannot connect to the docker daemon|is the docker daemon running|error during connect`), Err: container.ErrNoDaemon,
+		{Match: lazyre.New(`(?i)cannot connect to the docker daemon|is the docker daemon running|error during connect`), Err: container.ErrNoDaemon,
 			Hint: "start the Docker daemon, or check DOCKER_HOST"},
 	}...)
 }

@@ -8,7 +8,7 @@ package lxc
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -95,11 +95,11 @@ func (o Options) Argv(script string) []string {
 func (o Options) Rules() []container.Rule {
 	n := o.Container
 	return append(container.ShellRules(o.User), []container.Rule{
-		{Match: regexp.MustCompile(`(?i)is not defined|does not exist|doesn't exist|no container named`), Err: container.ErrNoContainer,
+		{Match: lazyre.New(`(?i)is not defined|does not exist|doesn't exist|no container named`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("LXC knows no container %q: check with `lxc-ls -f` (and LXCPath)", n)},
-		{Match: regexp.MustCompile(`(?i)failed to get init pid|is not running|not running`), Err: container.ErrNotRunning,
+		{Match: lazyre.New(`(?i)failed to get init pid|is not running|not running`), Err: container.ErrNotRunning,
 			Hint: fmt.Sprintf("container %q is not running, or does not exist in this store: check with `lxc-ls -f`, start it with `lxc-start -n %s`", n, n)},
-		{Match: regexp.MustCompile(`(?i)permission denied|operation not permitted`), Err: container.ErrPermission,
+		{Match: lazyre.New(`(?i)permission denied|operation not permitted`), Err: container.ErrPermission,
 			Hint: "lxc-attach needs root for system containers (or the container's owner for unprivileged ones)"},
 	}...)
 }

@@ -8,7 +8,7 @@ package lxd
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -93,13 +93,13 @@ func (o Options) Argv(script string) []string {
 func (o Options) Rules() []container.Rule {
 	n := o.Container
 	return append(container.ShellRules(o.User), []container.Rule{
-		{Match: regexp.MustCompile(`(?im)instance not found|^error: not found`), Err: container.ErrNoContainer,
+		{Match: lazyre.New(`(?im)instance not found|^error: not found`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("LXD knows no instance %q: check with `lxc list` (and Project)", n)},
-		{Match: regexp.MustCompile(`(?i)is not running`), Err: container.ErrNotRunning,
+		{Match: lazyre.New(`(?i)is not running`), Err: container.ErrNotRunning,
 			Hint: fmt.Sprintf("instance %q is not running: start it with `lxc start %s`", n, n)},
-		{Match: regexp.MustCompile(`(?i)permission denied|not authorized|forbidden`), Err: container.ErrPermission,
+		{Match: lazyre.New(`(?i)permission denied|not authorized|forbidden`), Err: container.ErrPermission,
 			Hint: "the user running lxc may not use LXD: run the hop as root or add the user to the lxd group"},
-		{Match: regexp.MustCompile(`(?i)unix socket.*(no such file|connection refused)|is the (lxd )?daemon running`), Err: container.ErrNoDaemon,
+		{Match: lazyre.New(`(?i)unix socket.*(no such file|connection refused)|is the (lxd )?daemon running`), Err: container.ErrNoDaemon,
 			Hint: "start LXD, or check the client's remote"},
 	}...)
 }

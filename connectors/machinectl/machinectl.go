@@ -22,7 +22,7 @@ package machinectl
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"strings"
 	"time"
 
@@ -97,11 +97,11 @@ func (o Options) Argv(script string) []string {
 func (o Options) Rules() []container.Rule {
 	n := o.Machine
 	return append(container.ShellRules(o.User), []container.Rule{
-		{Match: regexp.MustCompile(`(?i)no machine .* known|machine .* not known|no such machine|failed to connect to bus: (no such|host is down|no such device)`), Err: container.ErrNoContainer,
+		{Match: lazyre.New(`(?i)no machine .* known|machine .* not known|no such machine|failed to connect to bus: (no such|host is down|no such device)`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("machined knows no running machine %q with systemd inside: check with `machinectl list`", n)},
-		{Match: regexp.MustCompile(`(?i)failed to (look up|resolve) user|invalid user|no such process`), Err: container.ErrNoSuchUser,
+		{Match: lazyre.New(`(?i)failed to (look up|resolve) user|invalid user|no such process`), Err: container.ErrNoSuchUser,
 			Hint: fmt.Sprintf("user %q does not exist in machine %q", o.User, n)},
-		{Match: regexp.MustCompile(`(?i)access denied|permission denied|interactive authentication required`), Err: container.ErrPermission,
+		{Match: lazyre.New(`(?i)access denied|permission denied|interactive authentication required`), Err: container.ErrPermission,
 			Hint: "starting services in a machine needs root (or a polkit rule): run the hop as root, e.g. after a sudo hop"},
 	}...)
 }

@@ -7,7 +7,7 @@ package podman
 import (
 	"context"
 	"fmt"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -76,11 +76,11 @@ func (o Options) Argv(script string) []string {
 func (o Options) Rules() []container.Rule {
 	n := o.Container
 	return append(container.ShellRules(o.User), []container.Rule{
-		{Match: regexp.MustCompile(`(?i)no container with name or id|no such container`), Err: container.ErrNoContainer,
+		{Match: lazyre.New(`(?i)no container with name or id|no such container`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("podman knows no container %q for this user (rootless containers belong to the user who made them): check with `podman ps -a`", n)},
-		{Match: regexp.MustCompile(`(?i)container state improper|can only create exec sessions on running containers|is not running`), Err: container.ErrNotRunning,
+		{Match: lazyre.New(`(?i)container state improper|can only create exec sessions on running containers|is not running`), Err: container.ErrNotRunning,
 			Hint: fmt.Sprintf("container %q is not running: start it (`podman start %s`)", n, n)},
-		{Match: regexp.MustCompile(`(?i)cannot connect to podman|unable to connect to podman`), Err: container.ErrNoDaemon,
+		{Match: lazyre.New(`(?i)cannot connect to podman|unable to connect to podman`), Err: container.ErrNoDaemon,
 			Hint: "check the podman service or CONTAINER_HOST"},
 	}...)
 }

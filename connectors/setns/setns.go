@@ -38,11 +38,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"io"
 	"io/fs"
 	"os"
 	"os/exec"
-	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -160,9 +160,9 @@ func (o Options) inspectRules() []container.Rule {
 		list = "lxc-ls -f"
 	}
 	return []container.Rule{
-		{Match: regexp.MustCompile(`(?i)no such (container|object)|no container with name or id|doesn't exist|does not exist|is not defined`), Err: container.ErrNoContainer,
+		{Match: lazyre.New(`(?i)no such (container|object)|no container with name or id|doesn't exist|does not exist|is not defined`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("%s knows no container %q: check the name with `%s`", o.runtime(), n, list)},
-		{Match: regexp.MustCompile(`(?i)cannot connect to the docker daemon|is the docker daemon running|cannot connect to podman`), Err: container.ErrNoDaemon,
+		{Match: lazyre.New(`(?i)cannot connect to the docker daemon|is the docker daemon running|cannot connect to podman`), Err: container.ErrNoDaemon,
 			Hint: "start the container engine"},
 	}
 }

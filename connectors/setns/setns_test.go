@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -282,5 +283,14 @@ func TestStartInContainer(t *testing.T) {
 	}
 	if err := conn.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// The inspect rules' patterns compile (lazyre compiles on first match).
+func TestInspectRulesCompile(t *testing.T) {
+	for _, r := range (Options{Container: "c"}).inspectRules() {
+		if _, err := regexp.Compile(r.Match.String()); err != nil {
+			t.Error(err)
+		}
 	}
 }

@@ -5,7 +5,7 @@ package su
 
 import (
 	"context"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -78,19 +78,19 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 	})
 }
 
-var promptRE = regexp.MustCompile(`(?i)password[^\n]*:\s*$`)
+var promptRE = lazyre.New(`(?i)password[^\n]*:\s*$`)
 
 // IsPrompt reports whether out ends with a password prompt ("Password: ").
 func IsPrompt(out string) bool { return promptRE.MatchString(out) }
 
 // The messages of util-linux su and shadow su (LC_ALL=C).
 var classes = []struct {
-	re  *regexp.Regexp
+	re  *lazyre.Regexp
 	err error
 }{
-	{regexp.MustCompile(`(?i)authentication failure|incorrect password|sorry`), become.ErrWrongPassword},
-	{regexp.MustCompile(`(?i)does not exist|unknown (login|user)`), become.ErrNoSuchUser},
-	{regexp.MustCompile(`(?i)permission denied|not allowed|account is currently not available|must be run from a terminal`), become.ErrNotAllowed},
+	{lazyre.New(`(?i)authentication failure|incorrect password|sorry`), become.ErrWrongPassword},
+	{lazyre.New(`(?i)does not exist|unknown (login|user)`), become.ErrNoSuchUser},
+	{lazyre.New(`(?i)permission denied|not allowed|account is currently not available|must be run from a terminal`), become.ErrNotAllowed},
 }
 
 // Classify maps su's terminal output to a become error kind.

@@ -7,7 +7,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"regexp"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"strings"
 	"time"
 
@@ -111,14 +111,14 @@ func containsPrompt(out, prompt string) bool {
 
 // The messages of sudo 1.8/1.9 (LC_ALL=C), most specific first.
 var classes = []struct {
-	re  *regexp.Regexp
+	re  *lazyre.Regexp
 	err error
 }{
-	{regexp.MustCompile(`(?i)a password is required`), become.ErrPasswordRequired},
-	{regexp.MustCompile(`(?i)incorrect password attempt|Sorry, try again`), become.ErrWrongPassword},
-	{regexp.MustCompile(`(?i)you must have a tty to run sudo|a terminal is required`), become.ErrNeedTTY},
-	{regexp.MustCompile(`(?i)is not in the sudoers file|is not allowed to execute|is not allowed to run sudo|may not run sudo`), become.ErrNotAllowed},
-	{regexp.MustCompile(`(?i)unknown user`), become.ErrNoSuchUser},
+	{lazyre.New(`(?i)a password is required`), become.ErrPasswordRequired},
+	{lazyre.New(`(?i)incorrect password attempt|Sorry, try again`), become.ErrWrongPassword},
+	{lazyre.New(`(?i)you must have a tty to run sudo|a terminal is required`), become.ErrNeedTTY},
+	{lazyre.New(`(?i)is not in the sudoers file|is not allowed to execute|is not allowed to run sudo|may not run sudo`), become.ErrNotAllowed},
+	{lazyre.New(`(?i)unknown user`), become.ErrNoSuchUser},
 }
 
 // Classify maps sudo's terminal output to a become error kind.
