@@ -232,48 +232,7 @@ func Walk(ctx context.Context, c rpc.Caller, root string, max int, fn func(*Walk
 		return nil, err
 	}
 	defer st.Close()
-	r := bufio.NewReaderSize(st, 64<<10)
-	seen := map[string]bool{} // every path so far
-	dirs := map[string]bool{"": true}
-	n := 0
-	var hdr [4]byte
-	buf := make([]byte, MaxWalkRecord)
-	var rerr error
-	broken := false // the stream ended early: the agent's reply says why
-	for {
-		if _, err := io.ReadFull(r, hdr[:]); err != nil {
-			if err != io.EOF {
-				rerr, broken = fmt.Errorf("%s %s: the listing broke off: %w", MethodWalk, root, err), true
-			}
-			break
-		}
-		size := binary.BigEndian.Uint32(hdr[:])
-		if size == 0 || size > MaxWalkRecord {
-			rerr = fmt.Errorf("%s %s: bad record length %d", MethodWalk, root, size)
-			break
-		}
-		if _, err := io.ReadFull(r, buf[:size]); err != nil {
-			rerr, broken = fmt.Errorf("%s %s: the listing broke off: %w", MethodWalk, root, err), true
-			break
-		}
-		var e WalkEntry
-		if err := wire.Unmarshal(buf[:size], &e); err != nil {
-			rerr = fmt.Errorf("%s %s: bad entry: %w", MethodWalk, root, err)
-			break
-		}
-		if n++; n > max {
-			rerr = rpc.Errorf(rpc.ErrTooLarge, "%s %s: more than %d entries", MethodWalk, root, max)
-			break
-		}
-		if err := checkEntry(&e, seen, dirs); err != nil {
-			rerr = fmt.Errorf("%s %s: %w", MethodWalk, root, err)
-			break
-		}
-		if err := fn(&e); err != nil {
-			rerr = err
-			break
-		}
-	}
+	n, broken, rerr := decodeWalk(bufio.NewReaderSize(st, 64<<10), root, max, fn)
 	if rerr != nil {
 		// Stop the agent's walk and collect its reply.
 		if !broken {
@@ -293,6 +252,47 @@ func Walk(ctx context.Context, c rpc.Caller, root string, max int, fn func(*Walk
 		return nil, fmt.Errorf("%s %s: the agent listed %d entries but sent %d", MethodWalk, root, res.Entries, n)
 	}
 	return &res.Root, nil
+}
+
+// decodeWalk reads the listing stream of fs.Walk from an agent that may be
+// hostile: records of a 4-byte big-endian length and a msgpack WalkEntry,
+// each checked by checkEntry before fn sees it, at most max of them. It
+// returns how many it passed to fn, whether the stream broke off (the
+// agent's reply then says why), and the first error.
+func decodeWalk(r io.Reader, root string, max int, fn func(*WalkEntry) error) (n int, broken bool, err error) {
+	seen := map[string]bool{} // every path so far
+	dirs := map[string]bool{"": true}
+	var hdr [4]byte
+	buf := make([]byte, MaxWalkRecord)
+	for {
+		if _, err := io.ReadFull(r, hdr[:]); err != nil {
+			if err != io.EOF {
+				return n, true, fmt.Errorf("%s %s: the listing broke off: %w", MethodWalk, root, err)
+			}
+			return n, false, nil
+		}
+		size := binary.BigEndian.Uint32(hdr[:])
+		if size == 0 || size > MaxWalkRecord {
+			return n, false, fmt.Errorf("%s %s: bad record length %d", MethodWalk, root, size)
+		}
+		if _, err := io.ReadFull(r, buf[:size]); err != nil {
+			return n, true, fmt.Errorf("%s %s: the listing broke off: %w", MethodWalk, root, err)
+		}
+		var e WalkEntry
+		if err := wire.Unmarshal(buf[:size], &e); err != nil {
+			return n, false, fmt.Errorf("%s %s: bad entry: %w", MethodWalk, root, err)
+		}
+		if n+1 > max {
+			return n, false, rpc.Errorf(rpc.ErrTooLarge, "%s %s: more than %d entries", MethodWalk, root, max)
+		}
+		if err := checkEntry(&e, seen, dirs); err != nil {
+			return n, false, fmt.Errorf("%s %s: %w", MethodWalk, root, err)
+		}
+		n++
+		if err := fn(&e); err != nil {
+			return n, false, err
+		}
+	}
 }
 
 // checkEntry refuses an entry that could lead a caller outside the tree:
