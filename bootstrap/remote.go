@@ -20,7 +20,8 @@ import (
 
 const (
 	// NeedPrefix starts the line the first stage prints when the agent is
-	// not cached: `SPINDLE-NEED <nonce> <uname -s> <uname -m> <decompressors>`.
+	// not cached: `SPINDLE-NEED <nonce> <system> <machine> <decompressors>`
+	// (/proc/sys/kernel/{ostype,arch}, else uname -s and -m).
 	NeedPrefix = "SPINDLE-NEED"
 	// SendPrefix starts the controller's answer to a NEED line:
 	// `SPINDLE-SEND <nbytes> <format> <sha256>`, then exactly nbytes.
@@ -110,8 +111,8 @@ func eachPlatform(src Source, fn func(goos, goarch string, bin *Binary, osPatter
 // survives any login shell (sh, bash, dash, zsh, fish, tcsh, busybox ash).
 //
 // The stage (PROTOCOL.md section 10) finds the agent for the target's
-// `uname -s`/`uname -m` in the first private cache directory that holds it
-// and execs it with args plus -sha256 (no round trip); otherwise it picks
+// system and machine names (/proc/sys/kernel, else uname) in the first
+// private cache directory that holds it and execs it with args plus -sha256 (no round trip); otherwise it picks
 // the first usable cache directory, prints a SPINDLE-NEED line, receives
 // the agent (RemoteStart answers), installs it and execs it. The command
 // names every platform src can supply; others are requested anyway and
@@ -137,6 +138,12 @@ func RemoteScript(args AgentArgs, src Source) (string, error) {
 var errNoSource = fmt.Errorf("%w: no agent source given (the controller passes bootstrap.Default(), an agent bootstrap.Self())", ErrNoAgent)
 
 func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
+	return remoteCommandProc(args, src, dirs, "/proc/sys/kernel")
+}
+
+// remoteCommandProc is remoteCommand reading the platform's names (ostype,
+// arch) from kernelDir, for tests of the uname fallback.
+func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (string, error) {
 	if src == nil {
 		// Never Default() here: agents run this code too, and must not
 		// link the controller's embedded agents into their binary.
@@ -179,10 +186,17 @@ func remoteCommand(args AgentArgs, src Source, dirs string) (string, error) {
 	// saved per hop), else from id.
 	script := "umask 077; n=" + args.Nonce + "; " +
 		`u=; while read k r e x; do test "$k" = Uid: && { u=$e; break; }; done 2>/dev/null < /proc/self/status; test -n "$u" || u=$(id -u); ` +
-		// uname, not the kernel's own arch from /proc: under a 32-bit
-		// personality or qemu-user emulation they differ, and uname is
-		// what the target's programs see.
-		"set -- $(uname -s -m); s=$1; m=$2; " +
+		// The platform from the kernel's own names, read by the shell
+		// (Linux 6.1+): no process. Else uname, which costs a fork and
+		// an exec on every start (BENCHMARKS.md: a tenth of the CPU of
+		// twenty hops started at once). The two differ only under a
+		// 32-bit personality or qemu-user emulation, where /proc names
+		// the kernel's architecture: a static agent built for it runs
+		// there natively, whatever the target's programs are built for
+		// (uname would ask for linux/386 or linux/arm, which Spindle
+		// does not build).
+		`s=; m=; { read -r s < ` + kernelDir + `/ostype; read -r m < ` + kernelDir + `/arch; } 2>/dev/null; ` +
+		`test -n "$s" && test -n "$m" || { set -- $(uname -s -m); s=$1; m=$2; }; ` +
 		"case $s/$m in " + stagePlatforms(src) + "*) a=; h=; b=;; esac; " +
 		run +
 		// k DIR: usable unless empty, a symlink, not a directory or not ours

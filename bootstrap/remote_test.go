@@ -170,6 +170,7 @@ type connector struct {
 	sh     loginShell
 	src    bootstrap.Source
 	prefix string // run by the login shell before the stage (noise)
+	noProc bool   // the stage cannot read the platform from /proc
 	log    *zap.Logger
 	stale  int // ErrStaleAgent seen
 }
@@ -192,7 +193,11 @@ func (c *connector) startOnce(ctx stdctx.Context, req connectors.StartRequest) (
 	args := req.Args()
 	var cmdline string
 	var err error
-	cmdline, err = bootstrap.RemoteCommandDirs(args, c.src, c.tg.dirs)
+	if c.noProc {
+		cmdline, err = bootstrap.RemoteCommandNoProc(args, c.src, c.tg.dirs)
+	} else {
+		cmdline, err = bootstrap.RemoteCommandDirs(args, c.src, c.tg.dirs)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +372,58 @@ func TestWarmStartNeedsNoWc(t *testing.T) {
 	shAndUname(t, tg)
 	if up, _ := dial(t, c); up {
 		t.Fatal("warm start with only sh and uname on PATH uploaded")
+	}
+}
+
+// onlySh gives the stage a PATH holding nothing but sh.
+func onlySh(t *testing.T, tg *target) {
+	t.Helper()
+	bin := t.TempDir()
+	full, err := exec.LookPath("sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(full, filepath.Join(bin, "sh")); err != nil {
+		t.Fatal(err)
+	}
+	tg.path = bin
+}
+
+// On Linux 6.1+ a warm start reads the platform from /proc and starts no
+// process but the agent: with nothing but sh on PATH it still starts.
+func TestWarmStartForksNothing(t *testing.T) {
+	if _, err := os.Stat("/proc/sys/kernel/arch"); err != nil {
+		t.Skipf("!!! SKIPPED: this kernel has no /proc/sys/kernel/arch (Linux 6.1+): %v", err)
+	}
+	tg, c, _ := coldStart(t)
+	if up, _ := dial(t, c); up { // the first warm start writes the memo
+		t.Fatal("warm start uploaded")
+	}
+	onlySh(t, tg)
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start with only sh on PATH uploaded")
+	}
+}
+
+// Where /proc does not name the platform, the stage asks uname: a warm
+// start works with sh and uname, and fails without uname.
+func TestPlatformFromUname(t *testing.T) {
+	tg, c, _ := coldStart(t)
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start uploaded")
+	}
+	c.noProc = true
+	shAndUname(t, tg)
+	if up, _ := dial(t, c); up {
+		t.Fatal("warm start through uname uploaded")
+	}
+	onlySh(t, tg)
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+	defer cancel()
+	c.log = zap.NewNop()
+	if _, closeFn, err := spindle.Dial(ctx, c, spindle.Options{}); err == nil {
+		closeFn()
+		t.Fatal("started without /proc's names and without uname: the fallback was not used")
 	}
 }
 
