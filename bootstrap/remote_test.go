@@ -345,11 +345,11 @@ func TestStageShells(t *testing.T) {
 	}
 }
 
-// shAndUname gives the stage a PATH holding nothing but sh and uname.
-func shAndUname(t *testing.T, tg *target) {
+// onlyOnPath gives the stage a PATH holding nothing but progs.
+func onlyOnPath(t *testing.T, tg *target, progs ...string) {
 	t.Helper()
 	bin := t.TempDir()
-	for _, p := range []string{"sh", "uname"} {
+	for _, p := range progs {
 		full, err := exec.LookPath(p)
 		if err != nil {
 			t.Skipf("no %s", p)
@@ -361,33 +361,22 @@ func shAndUname(t *testing.T, tg *target) {
 	tg.path = bin
 }
 
-// A warm start whose agent has a fresh self-check memo starts no process
-// but uname and the agent: the memo stands for the size check (wc). With
-// only sh and uname on PATH it still starts, from the cache.
-func TestWarmStartNeedsNoWc(t *testing.T) {
+// warmWithOnly makes a cached agent with a fresh self-check memo, then
+// starts it again with nothing but progs on PATH.
+func warmWithOnly(t *testing.T, progs ...string) {
 	tg, c, _ := coldStart(t)
 	if up, _ := dial(t, c); up { // the first warm start writes the memo
 		t.Fatal("warm start uploaded")
 	}
-	shAndUname(t, tg)
+	onlyOnPath(t, tg, progs...)
 	if up, _ := dial(t, c); up {
-		t.Fatal("warm start with only sh and uname on PATH uploaded")
+		t.Fatalf("warm start with only %v on PATH uploaded", progs)
 	}
 }
 
-// onlySh gives the stage a PATH holding nothing but sh.
-func onlySh(t *testing.T, tg *target) {
-	t.Helper()
-	bin := t.TempDir()
-	full, err := exec.LookPath("sh")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Symlink(full, filepath.Join(bin, "sh")); err != nil {
-		t.Fatal(err)
-	}
-	tg.path = bin
-}
+// A warm start whose agent has a fresh self-check memo needs no size
+// check (wc): the memo stands for it.
+func TestWarmStartNeedsNoWc(t *testing.T) { warmWithOnly(t, "sh", "uname") }
 
 // On Linux 6.1+ a warm start reads the platform from /proc and starts no
 // process but the agent: with nothing but sh on PATH it still starts.
@@ -395,14 +384,7 @@ func TestWarmStartForksNothing(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/arch"); err != nil {
 		t.Skipf("!!! SKIPPED: this kernel has no /proc/sys/kernel/arch (Linux 6.1+): %v", err)
 	}
-	tg, c, _ := coldStart(t)
-	if up, _ := dial(t, c); up { // the first warm start writes the memo
-		t.Fatal("warm start uploaded")
-	}
-	onlySh(t, tg)
-	if up, _ := dial(t, c); up {
-		t.Fatal("warm start with only sh on PATH uploaded")
-	}
+	warmWithOnly(t, "sh")
 }
 
 // Where /proc does not name the platform, the stage asks uname: a warm
@@ -413,11 +395,11 @@ func TestPlatformFromUname(t *testing.T) {
 		t.Fatal("warm start uploaded")
 	}
 	c.noProc = true
-	shAndUname(t, tg)
+	onlyOnPath(t, tg, "sh", "uname")
 	if up, _ := dial(t, c); up {
 		t.Fatal("warm start through uname uploaded")
 	}
-	onlySh(t, tg)
+	onlyOnPath(t, tg, "sh")
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
 	defer cancel()
 	c.log = zap.NewNop()
