@@ -18,6 +18,14 @@ import (
 	"go.uber.org/zap"
 )
 
+// PlatformEnv names the variable that, set to SYSTEM/MACHINE as uname -s
+// and -m would print them (say Linux/aarch64) in a target's environment,
+// makes the first stage ask for that platform's agent instead of the one
+// it detects: for a target whose kernel names an architecture its agent
+// should not be built for, and for tests that pass one machine off as
+// another.
+const PlatformEnv = "SPINDLE_PLATFORM"
+
 const (
 	// NeedPrefix starts the line the first stage prints when the agent is
 	// not cached: `SPINDLE-NEED <nonce> <system> <machine> <decompressors>`
@@ -195,7 +203,10 @@ func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (stri
 		// there natively, whatever the target's programs are built for
 		// (uname would ask for linux/386 or linux/arm, which Spindle
 		// does not build).
-		`s=; m=; { read -r s < ` + kernelDir + `/ostype; read -r m < ` + kernelDir + `/arch; } 2>/dev/null; ` +
+		// SPINDLE_PLATFORM=SYSTEM/MACHINE in the target's environment
+		// overrides both (PlatformEnv).
+		`s=; m=; test -z "$` + PlatformEnv + `" || { s=${` + PlatformEnv + `%%/*}; m=${` + PlatformEnv + `#*/}; }; ` +
+		`test -n "$s" && test -n "$m" || { read -r s < ` + kernelDir + `/ostype; read -r m < ` + kernelDir + `/arch; } 2>/dev/null; ` +
 		`test -n "$s" && test -n "$m" || { set -- $(uname -s -m); s=$1; m=$2; }; ` +
 		"case $s/$m in " + stagePlatforms(src) + "*) a=; h=; b=;; esac; " +
 		run +

@@ -78,7 +78,8 @@ type target struct {
 	// target: the real list also names /dev/shm/spindle-$uid, which other
 	// packages' tests running at the same time fill with this very agent,
 	// so a "cold" start would find it there and run it warm.
-	dirs string
+	dirs     string
+	extraEnv []string
 }
 
 func newTarget(t *testing.T) *target {
@@ -94,7 +95,7 @@ func newTarget(t *testing.T) *target {
 }
 
 func (tg *target) env() []string {
-	return []string{"PATH=" + tg.path, "HOME=" + tg.home, "XDG_RUNTIME_DIR=" + tg.xdg, "LANG=C"}
+	return append([]string{"PATH=" + tg.path, "HOME=" + tg.home, "XDG_RUNTIME_DIR=" + tg.xdg, "LANG=C"}, tg.extraEnv...)
 }
 
 func (tg *target) cacheDir() string { return filepath.Join(tg.xdg, "spindle") }
@@ -676,6 +677,23 @@ func TestMissingPlatform(t *testing.T) {
 		t.Fatalf("got %v, want ErrNoAgent naming %s", err, want)
 	}
 	t.Logf("missing platform: %v", err)
+}
+
+// SPINDLE_PLATFORM in the target's environment decides which agent the
+// stage asks for, whatever /proc or uname say.
+func TestPlatformOverride(t *testing.T) {
+	tg := newTarget(t)
+	tg.extraEnv = []string{bootstrap.PlatformEnv + "=Plan9/mips"}
+	args := bootstrap.AgentArgs{ID: 3, Name: "override", Nonce: bootstrap.NewNonce()}
+	cmdline, err := bootstrap.RemoteCommandDirs(args, bootstrap.Default(), tg.dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tg.start(loginShells[0], cmdline)
+	_, err = bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, bootstrap.Default(), "override", nil, s.close)
+	if !errors.Is(err, bootstrap.ErrNoAgent) || !strings.Contains(err.Error(), "Plan9 mips") {
+		t.Fatalf("got %v, want ErrNoAgent naming Plan9 mips", err)
+	}
 }
 
 // TestCancel: cancelling ctx while the far end is silent runs closeFn and

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -33,22 +32,9 @@ func (m armAsAmd64) Agent(goos, goarch string) (*bootstrap.Binary, error) {
 	return m.plain.Agent(goos, goarch)
 }
 
-// fakeAarch64 is a directory holding a uname that answers the first
-// stage's `uname -s -m` with "Linux aarch64" (and runs the real one
-// otherwise): first on a PATH, it makes a machine of this platform look
-// like an arm64 one.
-func fakeAarch64(t *testing.T) string {
-	t.Helper()
-	fake := sshtest.TempDir(t, "fakeuname-")
-	if err := os.Chmod(fake, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	uname := "#!/bin/sh\ncase \"$*\" in \"-s -m\") echo Linux aarch64;; *) for u in /usr/bin/uname /bin/uname; do [ -x $u ] && exec $u \"$@\"; done;; esac\n"
-	if err := os.WriteFile(filepath.Join(fake, "uname"), []byte(uname), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	return fake
-}
+// passAsAarch64 is the environment setting that makes a target of this
+// platform ask for the linux/arm64 agent.
+const passAsAarch64 = bootstrap.PlatformEnv + "=Linux/aarch64"
 
 // TestSSHHopAgentForAnotherPlatform: an agent whose own binary does not
 // fit the next hop's platform gets that platform's agent from the
@@ -60,10 +46,8 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	}
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
-	// The second host says it is an aarch64 machine: a uname of its own
-	// comes first on its sessions' PATH.
-	fake := fakeAarch64(t)
-	second := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"SetEnv PATH=" + fake + ":/usr/local/bin:/usr/bin:/bin"}})
+	// The second host says it is an aarch64 machine.
+	second := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"SetEnv " + passAsAarch64}})
 
 	_, cx := mustConnect(t, first, first.opts())
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
@@ -129,11 +113,7 @@ func TestContainerHopAgentForAnotherPlatform(t *testing.T) {
 		t.Skip("the test passes its own agent off as linux/arm64: needs a linux/amd64 machine")
 	}
 	t.Parallel()
-	// The Debian image: busybox's sh runs its own uname applet whatever
-	// the PATH says.
-	fake := fakeAarch64(t)
-	c := containertest.RunWith(t, containertest.DebianImage, "-v", fake+":/fake:ro",
-		"-e", "PATH=/fake:/usr/sbin:/usr/bin:/sbin:/bin")
+	c := containertest.RunWith(t, containertest.DebianImage, "-e", passAsAarch64)
 
 	arm := armAsAmd64{plain: bootstrap.Default(), salted: bootstrap.Salted(bootstrap.Default())}
 	want, err := arm.Agent("linux", "arm64")
