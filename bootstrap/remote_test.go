@@ -662,16 +662,8 @@ func TestUnusableDirs(t *testing.T) {
 // TestMissingPlatform: a source without an agent for the target's
 // platform gives a clear error.
 func TestMissingPlatform(t *testing.T) {
-	tg := newTarget(t)
 	path, _ := testagent.Build()
-	src := bootstrap.FromFile(path, "plan9", "amd64")
-	args := bootstrap.AgentArgs{ID: 3, Name: "missing", Nonce: bootstrap.NewNonce()}
-	cmdline, err := bootstrap.RemoteCommandDirs(args, src, tg.dirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := tg.start(loginShells[0], cmdline)
-	_, err = bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, src, "missing", nil, s.close)
+	err := startOnce(t, newTarget(t), bootstrap.FromFile(path, "plan9", "amd64"))
 	want := runtime.GOOS + "/" + runtime.GOARCH
 	if !errors.Is(err, bootstrap.ErrNoAgent) || !strings.Contains(err.Error(), want) {
 		t.Fatalf("got %v, want ErrNoAgent naming %s", err, want)
@@ -679,18 +671,29 @@ func TestMissingPlatform(t *testing.T) {
 	t.Logf("missing platform: %v", err)
 }
 
+// startOnce runs the stage through sh on tg and returns RemoteStart's
+// error; the tests that use it expect one.
+func startOnce(t *testing.T, tg *target, src bootstrap.Source) error {
+	t.Helper()
+	args := bootstrap.AgentArgs{ID: 3, Name: t.Name(), Nonce: bootstrap.NewNonce()}
+	cmdline, err := bootstrap.RemoteCommandDirs(args, src, tg.dirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := tg.start(loginShells[0], cmdline)
+	conn, err := bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, src, t.Name(), nil, s.close)
+	if err == nil {
+		conn.Close()
+	}
+	return err
+}
+
 // SPINDLE_PLATFORM in the target's environment decides which agent the
 // stage asks for, whatever /proc or uname say.
 func TestPlatformOverride(t *testing.T) {
 	tg := newTarget(t)
 	tg.extraEnv = []string{bootstrap.PlatformEnv + "=Plan9/mips"}
-	args := bootstrap.AgentArgs{ID: 3, Name: "override", Nonce: bootstrap.NewNonce()}
-	cmdline, err := bootstrap.RemoteCommandDirs(args, bootstrap.Default(), tg.dirs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := tg.start(loginShells[0], cmdline)
-	_, err = bootstrap.RemoteStart(stdctx.Background(), s.stdin, s.stdout, args, bootstrap.Default(), "override", nil, s.close)
+	err := startOnce(t, tg, bootstrap.Default())
 	if !errors.Is(err, bootstrap.ErrNoAgent) || !strings.Contains(err.Error(), "Plan9 mips") {
 		t.Fatalf("got %v, want ErrNoAgent naming Plan9 mips", err)
 	}
