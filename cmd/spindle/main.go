@@ -85,12 +85,28 @@ func newRootCmd(g *globals) *cobra.Command {
 		Long: `spindle starts a small agent at the far end of a connection and runs
 commands, shells and benchmarks through it.
 
-TARGET is one hop (chains of hops, sudo:, docker: … come later):
+TARGET is a comma-separated chain of hops, from here outward; every hop
+after the first is started by the previous hop's agent:
 
-  local                   an agent on this machine
-  ssh:[user@]host[:port]  an agent over SSH; IPv6 as ssh:[::1]:22
-  host, user@host:port    the same: a bare host is an SSH hop, resolved
-                          through ~/.ssh/config (or -F FILE) like ssh does
+  local                         an agent on this machine
+  ssh:[user@]host[:port]        an SSH hop; IPv6 as ssh:[::1]:22
+  host, user@host:port          the same: a bare host is an SSH hop,
+                                resolved through ~/.ssh/config (or -F
+                                FILE) like ssh does
+  sudo[:USER], su:USER,         another user on the previous hop (alone
+  doas[:USER]                   or first: on this machine); default root
+  docker:[USER@]CONTAINER       a container on the previous hop, through
+  podman:[USER@]CONTAINER       the tool's exec; setns enters a docker
+  lxc:[UID@]CONTAINER           container's (or a PID's) namespaces
+  lxd:[USER@]INSTANCE           itself, as root
+  machinectl:[USER@]MACHINE
+  kubectl:[NAMESPACE/]POD[/CONTAINER]
+  setns:[USER@]CONTAINER|PID
+
+  e.g. bastion,web1,docker:app1,sudo:postgres  (or -J bastion,web1 with
+  TARGET docker:app1,sudo:postgres). An SSH hop dialled by an agent signs
+  with this machine's keys and checks this machine's known_hosts: no
+  private key leaves it.
 
 SSH hops use the -F, -i, -o, --host-key-policy and --password-env flags;
 a password or key passphrase that is needed is asked for on the terminal

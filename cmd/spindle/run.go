@@ -29,7 +29,10 @@ as they are produced, and the exit status is the command's (128+N when a
 signal N killed it). Ctrl-C or SIGTERM kills the remote process group.
 Connection failures exit with 255, like ssh.`,
 		Example: `  spindle run local -- uname -a
-  echo hi | spindle run local -- cat`,
+  echo hi | spindle run local -- cat
+  spindle run deploy@web1 -- systemctl status nginx
+  spindle run -J bastion web1,sudo:postgres -- psql -c 'select 1'
+  spindle run bastion,web1,docker:app1 -- ps aux`,
 		Args: func(c *cobra.Command, args []string) error {
 			if err := targetArgs(true)(c, args); err != nil {
 				return err
@@ -112,6 +115,9 @@ func newShellCmd(g *globals) *cobra.Command {
 		Long: `Open the target user's login shell ($SHELL -l, else /bin/sh) on a
 pseudo-terminal. The local terminal is put in raw mode and restored on exit;
 window size changes are forwarded. The exit status is the shell's.`,
+		Example: `  spindle shell web1
+  spindle shell ssh:bastion,ssh:web1,setns:app1,sudo:postgres
+  spindle shell local -- top`,
 		Args: targetArgs(true),
 		RunE: func(c *cobra.Command, args []string) error {
 			argv := loginShell

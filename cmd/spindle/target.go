@@ -77,8 +77,7 @@ const (
 	argOptional
 )
 
-// hopKinds are the kinds the CLI can connect through. Later issues add
-// sudo, su, doas, docker, … here.
+// hopKinds are the kinds the CLI can connect through.
 var hopKinds = map[string]hopKind{
 	"local": {arg: argNone,
 		connector: func(Hop, *connectOptions) (spindle.Connector, error) { return local.Options{}, nil },
