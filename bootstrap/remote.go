@@ -120,9 +120,10 @@ func eachPlatform(src Source, fn func(goos, goarch string, bin *Binary, osPatter
 //
 // The stage (PROTOCOL.md section 10) finds the agent for the target's
 // system and machine names (/proc/sys/kernel, else uname) in the first
-// private cache directory that holds it and execs it with args plus -sha256 (no round trip); otherwise it picks
-// the first usable cache directory, prints a SPINDLE-NEED line, receives
-// the agent (RemoteStart answers), installs it and execs it. The command
+// private cache directory that holds it and execs it with args plus
+// -sha256 (no round trip); otherwise it picks the first usable cache
+// directory, prints a SPINDLE-NEED line, receives the agent (RemoteStart
+// answers), installs it and execs it. The command
 // names every platform src can supply; others are requested anyway and
 // RemoteStart reports that no agent exists for them.
 //
