@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -134,4 +136,35 @@ func TestConnectorPatternsCompile(t *testing.T) {
 	if err := lazyre.CheckAll(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// BenchmarkAgentStart is the agent's own part of every connect and hop:
+// exec to exit of the shipped agent whose stdin is already at EOF, started
+// as a first stage starts it (GOMAXPROCS=1 and its marker). Besides wall
+// time per start it reports the agent's CPU time and minor page faults,
+// which move less than wall time on a shared machine.
+func BenchmarkAgentStart(b *testing.B) {
+	path, err := testagent.Build()
+	if err != nil {
+		b.Fatal(err)
+	}
+	env := bootstrap.WithOneProc(nil)
+	argv := bootstrap.AgentArgs{ID: 2, Parent: 1, Name: "bench", Nonce: bootstrap.NewNonce()}.Argv()
+	var cpu time.Duration
+	var faults int64
+	for b.Loop() {
+		cmd := osexec.Command(path, argv...)
+		cmd.Env = env
+		var out strings.Builder
+		cmd.Stdout = &out
+		cmd.Run() //nolint:errcheck // at EOF the agent exits 1 after its hello
+		if !strings.HasPrefix(out.String(), bootstrap.HelloPrefix) {
+			b.Fatalf("no hello from the agent: %q", out.String())
+		}
+		ru := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+		cpu += time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+		faults += ru.Minflt
+	}
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "cpu-µs/op")
+	b.ReportMetric(float64(faults)/float64(b.N), "faults/op")
 }
