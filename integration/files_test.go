@@ -260,9 +260,7 @@ func TestFilesThroughSSHHop(t *testing.T) {
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	second := newTarget(t, "/bin/bash")
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 	hop, err := cx.Connect(ctx, second.opts())
 	if err != nil {
 		t.Fatalf("ssh hop: %v", err)

@@ -112,6 +112,17 @@ func connectWith(t *testing.T, tg *target, c spindle.Connector, opts spindle.Opt
 	return ctl, cx, err
 }
 
+// throughFirst connects to first, the hop the test's later hops start
+// from, and returns a context for the test's calls (90 s, cancelled when
+// the test ends) with first's context.
+func throughFirst(t *testing.T, first *target) (stdctx.Context, *spindle.Context) {
+	t.Helper()
+	_, cx := mustConnect(t, first, first.opts())
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	t.Cleanup(cancel)
+	return ctx, cx
+}
+
 // mustConnect is connect that fails t on error.
 func mustConnect(t *testing.T, tg *target, c spindle.Connector) (*spindle.Controller, *spindle.Context) {
 	t.Helper()

@@ -1,7 +1,6 @@
 package integration_test
 
 import (
-	stdctx "context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +12,6 @@ import (
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
@@ -48,9 +46,7 @@ func TestSSHHopThroughAgent(t *testing.T) {
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	second := newTarget(t, "/bin/bash")
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 
 	hop, err := cx.Connect(ctx, second.opts())
 	if err != nil {
@@ -89,9 +85,7 @@ func TestSSHHopHostKeys(t *testing.T) {
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	second := newTarget(t, "/bin/sh")
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 
 	empty := filepath.Join(t.TempDir(), "known_hosts")
 	o := second.opts()
@@ -128,9 +122,7 @@ func TestSSHHopAuthFailure(t *testing.T) {
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	second := newTarget(t, "/bin/sh")
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 	o := second.opts()
 	o.IdentityFiles = []string{first.key.Path} // not authorized on second
 	_, err := cx.Connect(ctx, o)
@@ -158,9 +150,7 @@ func TestSSHHopsShareConnections(t *testing.T) {
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	second := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"MaxSessions 2"}})
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 
 	const n = 5
 	hops := make([]*spindle.Context, n)
@@ -232,9 +222,7 @@ func TestSSHHopSharedConnectionDies(t *testing.T) {
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	second := newTarget(t, "/bin/sh")
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 
 	var hops []*spindle.Context
 	for _, name := range []string{"web-a", "web-b"} {

@@ -49,9 +49,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 	// The second host says it is an aarch64 machine.
 	second := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"SetEnv " + passAsAarch64}})
 
-	_, cx := mustConnect(t, first, first.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
-	defer cancel()
+	ctx, cx := throughFirst(t, first)
 	arm := armAsAmd64{plain: bootstrap.Default(), salted: bootstrap.Salted(bootstrap.Default())}
 	want, err := arm.Agent("linux", "arm64")
 	if err != nil {
