@@ -214,3 +214,20 @@ func TestCloseEndsAgent(t *testing.T) {
 	}
 	waitFor(t, "the agent to exit", func() bool { return !alive(pid) })
 }
+
+func TestErrorNamesMethodOnce(t *testing.T) {
+	for _, tc := range []struct {
+		method, msg, want string
+	}{
+		{"exec.Start", "exec.Start nonexist: executable file not found", "web1: exec.Start nonexist: executable file not found"},
+		{"fs.Get", "fs.Get: no such file", "web1: fs.Get: no such file"},
+		{"fs.Get", "permission denied", "web1: fs.Get: permission denied"},
+		{"fs.Get", "fs.GetTree /x: permission denied", "web1: fs.Get: fs.GetTree /x: permission denied"},
+		{"", "connection refused", "web1: connection refused"},
+	} {
+		err := &spctx.Error{Context: "web1", Method: tc.method, Err: errors.New(tc.msg)}
+		if got := err.Error(); got != tc.want {
+			t.Errorf("spctx.Error{%q, %q} = %q, want %q", tc.method, tc.msg, got, tc.want)
+		}
+	}
+}

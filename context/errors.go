@@ -1,6 +1,8 @@
 package context
 
 import (
+	"strings"
+
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -29,10 +31,19 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
-	if e.Method == "" {
-		return e.Context + ": " + e.Err.Error()
+	msg := e.Err.Error()
+	if e.Method == "" || namesMethod(msg, e.Method) {
+		// Handlers often name their method already ("exec.Start ls: not
+		// found"): saying it twice only makes the message harder to read.
+		return e.Context + ": " + msg
 	}
-	return e.Context + ": " + e.Method + ": " + e.Err.Error()
+	return e.Context + ": " + e.Method + ": " + msg
+}
+
+// namesMethod reports whether msg starts with method as a word.
+func namesMethod(msg, method string) bool {
+	rest, ok := strings.CutPrefix(msg, method)
+	return ok && (rest == "" || rest[0] == ' ' || rest[0] == ':')
 }
 
 func (e *Error) Unwrap() error { return e.Err }
