@@ -16,6 +16,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -74,6 +75,9 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		if errors.As(err, &ue) {
 			fmt.Fprintf(stderr, "Run '%s --help' for usage.\n", ue.cmd)
 		}
+		if hint := g.hint(err); hint != "" {
+			fmt.Fprintf(stderr, "spindle: hint: %s\n", hint)
+		}
 	}
 	return code
 }
@@ -130,6 +134,22 @@ host key failures exit with 255, like ssh.`,
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newPingCmd(g), newInfoCmd(g), newBenchCmd(g), newVersionCmd(g))
 	root.AddCommand(newCpCmd(g))
 	return root
+}
+
+// hint suggests the flag that avoids err, for the failures whose fix is a
+// CLI flag the library's message cannot name.
+func (g *globals) hint(err error) string {
+	var ce *spindle.Error
+	if !errors.Is(err, spindle.ErrAuth) || !errors.As(err, &ce) {
+		return ""
+	}
+	hops := strings.Split(ce.Context, " → ")
+	kind, _, _ := strings.Cut(hops[len(hops)-1], ":")
+	b := g.conn.become
+	if (kind == "sudo" || kind == "su" || kind == "doas") && !b.ask && b.passwordEnv == "" {
+		return fmt.Sprintf("%s asked for a password: give it with -K (asked on the terminal) or --become-password-env VAR", kind)
+	}
+	return ""
 }
 
 // usageError is a bad flag or argument: exit status 2 and a hint.

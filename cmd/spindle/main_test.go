@@ -120,3 +120,32 @@ func TestVerbosity(t *testing.T) {
 		}
 	}
 }
+
+// A become hop refused for want of a password points at the flags that
+// give one; nothing else gets that hint.
+func TestBecomePasswordHint(t *testing.T) {
+	authAt := func(chain string) error {
+		return &spindle.Error{Context: chain, Err: fmt.Errorf("sudo: a password is required but none was given (%w)", spindle.ErrAuth)}
+	}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		become becomeOptions
+		want   string
+	}{
+		{"sudo", authAt("ssh:web1 → sudo:root"), becomeOptions{}, "sudo asked for a password: give it with -K"},
+		{"su first", authAt("su:postgres"), becomeOptions{}, "su asked for a password"},
+		{"doas", authAt("bastion → doas:root"), becomeOptions{}, "doas asked for a password"},
+		{"asked already", authAt("ssh:web1 → sudo:root"), becomeOptions{ask: true}, ""},
+		{"env given", authAt("ssh:web1 → sudo:root"), becomeOptions{passwordEnv: "PW"}, ""},
+		{"ssh auth", authAt("ssh:web1"), becomeOptions{}, ""},
+		{"not auth", &spindle.Error{Context: "ssh:web1 → sudo:root", Err: spindle.ErrDisconnected}, becomeOptions{}, ""},
+	} {
+		g := &globals{}
+		g.conn.become = tc.become
+		got := g.hint(tc.err)
+		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: hint %q, want %q", tc.name, got, tc.want)
+		}
+	}
+}
