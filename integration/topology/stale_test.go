@@ -11,7 +11,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
+
+// Every dial into a namespace runs on a goroutine of its own; none may
+// outlive its test.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 const crashHelperEnv = "SPINDLE_TOPOLOGY_CRASH_HELPER"
 
