@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -160,5 +161,73 @@ func TestCLIRunVia(t *testing.T) {
 	}
 	if keys := privateKeysUnder(t, first.u.Home); len(keys) > 0 {
 		t.Errorf("private keys on the first hop: %v", keys)
+	}
+}
+
+// spindle cp between two SSH targets, as two users who cannot read each
+// other's homes: the data passes through the controller, lands owned by
+// the destination's user, and a tree keeps its shape and modes.
+func TestCLICpBetweenTargets(t *testing.T) {
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	second := newTarget(t, "/bin/bash")
+	bin := buildCLI(t)
+	kh := filepath.Join(sshtest.TempDir(t, "cli-"), "known_hosts")
+	os.WriteFile(kh, []byte(first.s.HostKeyLine(t)+"\n"+second.s.HostKeyLine(t)+"\n"), 0o600)
+	common := []string{"-F", "none", "-i", first.key.Path, "-i", second.key.Path, "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + kh, "cp"}
+	from := fmt.Sprintf("ssh:%s@127.0.0.1:%d:", first.u.Name, first.s.Port)
+	to := fmt.Sprintf("ssh:%s@127.0.0.1:%d:", second.u.Name, second.s.Port)
+
+	// As the first user: a streamed file and a small tree in a private home.
+	own := func(p string) {
+		t.Helper()
+		if err := os.Chown(p, first.u.UID, first.u.GID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.Chmod(first.u.Home, 0o700)
+	os.Chmod(second.u.Home, 0o700)
+	data := bytes.Repeat([]byte("spindle relay\n"), 300<<10) // 4.2 MB
+	big := filepath.Join(first.u.Home, "big")
+	os.WriteFile(big, data, 0o600)
+	own(big)
+	tree := filepath.Join(first.u.Home, "tree")
+	for _, d := range []string{"", "sub"} {
+		os.Mkdir(filepath.Join(tree, d), 0o750)
+		own(filepath.Join(tree, d))
+	}
+	for name, body := range map[string]string{"a.txt": "a\n", "sub/b.txt": "b\n"} {
+		os.WriteFile(filepath.Join(tree, name), []byte(body), 0o640)
+		own(filepath.Join(tree, name))
+	}
+
+	if out, errs, code := cli(t, bin, append(common, from+big, to+second.u.Home+"/")...); code != 0 {
+		t.Fatalf("cp file between targets: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	if out, errs, code := cli(t, bin, append(common, "-r", "-p", from+tree, to+second.u.Home)...); code != 0 {
+		t.Fatalf("cp -r between targets: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	check := func(rel string, want []byte, mode os.FileMode) {
+		t.Helper()
+		p := filepath.Join(second.u.Home, rel)
+		b, err := os.ReadFile(p)
+		st, serr := os.Stat(p)
+		if err != nil || serr != nil || !bytes.Equal(b, want) {
+			t.Errorf("%s: %d bytes (want %d), %v %v", p, len(b), len(want), err, serr)
+			return
+		}
+		if uid := st.Sys().(*syscall.Stat_t).Uid; int(uid) != second.u.UID || st.Mode().Perm() != mode {
+			t.Errorf("%s: owner %d, mode %v; want %d, %v", p, uid, st.Mode().Perm(), second.u.UID, mode)
+		}
+	}
+	check("big", data, 0o600)
+	check("tree/a.txt", []byte("a\n"), 0o640)
+	check("tree/sub/b.txt", []byte("b\n"), 0o640)
+
+	// A source the first user cannot read fails, naming it.
+	_, errs, code := cli(t, bin, append(common, from+"/root/.profile", to+"/tmp/x")...)
+	if code != 1 || !strings.Contains(errs, "/root/.profile") || !strings.Contains(errs, "permission denied") {
+		t.Errorf("cp of an unreadable source: exit %d, stderr %q", code, errs)
 	}
 }

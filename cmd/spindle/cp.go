@@ -99,10 +99,10 @@ func newCpCmd(g *globals) *cobra.Command {
 	var o cpOptions
 	c := &cobra.Command{
 		Use:   "cp [-r] [-p] [--parallel N] SRC DST",
-		Short: "Copy files and directory trees to or from a target",
-		Long: `Copy SRC to DST, where exactly one of them is on a target, written
-TARGET:PATH with PATH absolute, and the other is a local path. TARGET is
-anything 'spindle run' takes, chains included; the argument is split at the
+		Short: "Copy files and directory trees to, from or between targets",
+		Long: `Copy SRC to DST, where one of them or both are on a target, written
+TARGET:PATH with PATH absolute. TARGET is anything 'spindle run' takes,
+chains included (-J applies to both sides); the argument is split at the
 first ":/" that follows a valid TARGET, so TARGET may hold ':' and ','
 (ssh:web1:2222:/etc/motd, [::1]:22:/tmp/x, bastion,web1,sudo:postgres:/x).
 A local path that starts with '/' or '.' is always local: write ./a:b for
@@ -116,7 +116,8 @@ up to --parallel files travel at once. -p keeps modes and modification
 times (and directories' modes); without it, copied files and new
 directories get the source's permission bits less group/other write and
 setuid/setgid/sticky (like cp under umask 022), and files the current time.
-Ownership is not copied.
+Ownership is not copied. Between two targets the data passes through
+this machine (like scp -3), streamed, and is checked at both ends.
 
 A progress bar with bytes, throughput and ETA is drawn on standard error
 when it is a terminal; otherwise cp prints nothing but errors. The exit
@@ -128,7 +129,8 @@ the target cannot be reached (or the connection is lost).`,
   spindle cp -r -J bastion web1,sudo:/var/lib/app ./backup
   spindle cp local,sudo:/etc/shadow /tmp/shadow         # through sudo on this machine
   spindle cp -r --parallel 64 docker:app1:/data ./data  # from a container
-  spindle cp ./dump.sql '[::1]:2222:/tmp/'              # IPv6 with a port`,
+  spindle cp ./dump.sql '[::1]:2222:/tmp/'              # IPv6 with a port
+  spindle cp -r web1:/srv/site web2:/srv/               # between two targets`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("cp needs SRC and DST, got %d arguments", len(args))}
@@ -155,7 +157,7 @@ the target cannot be reached (or the connection is lost).`,
 	return c
 }
 
-// parseCopyArgs parses SRC and DST and checks that exactly one is remote.
+// parseCopyArgs parses SRC and DST and checks that at least one is remote.
 func parseCopyArgs(srcArg, dstArg string) (src, dst copyEndpoint, err error) {
 	if src, err = parseCopyArg(srcArg); err != nil {
 		return src, dst, fmt.Errorf("SRC %v", err)
@@ -163,26 +165,21 @@ func parseCopyArgs(srcArg, dstArg string) (src, dst copyEndpoint, err error) {
 	if dst, err = parseCopyArg(dstArg); err != nil {
 		return src, dst, fmt.Errorf("DST %v", err)
 	}
-	switch {
-	case src.remote() && dst.remote():
-		return src, dst, errors.New("SRC and DST are both on targets: one of them must be a local path")
-	case !src.remote() && !dst.remote():
+	if !src.remote() && !dst.remote() {
 		return src, dst, errors.New("SRC and DST are both local: one of them must be TARGET:/PATH")
 	}
 	return src, dst, nil
 }
 
-// runCopy connects to the remote side and copies.
+// runCopy connects to the remote side (or both) and copies.
 func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint, sig func() syscall.Signal) error {
-	what := src.String() + " → " + dst.String()
-	if g.via != "" {
-		// Name the whole chain, as it is connected.
-		if src.remote() {
-			what = g.via + "," + src.String() + " → " + dst.String()
-		} else {
-			what = src.String() + " → " + g.via + "," + dst.String()
+	name := func(e copyEndpoint) string {
+		if g.via != "" && e.remote() {
+			return g.via + "," + e.String() // the whole chain, as it is connected
 		}
+		return e.String()
 	}
+	what := name(src) + " → " + name(dst)
 	fail := func(err error) error { return copyFailure(what, err, sig()) }
 
 	// A local source is checked before connecting.
@@ -197,15 +194,27 @@ func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint
 		}
 		srcInfo = st
 	}
-	remote := src
-	if dst.remote() {
-		remote = dst
+	// One after the other, not at once: either may ask for a password on
+	// the terminal.
+	var from, to *session
+	for i, e := range []copyEndpoint{src, dst} {
+		if !e.remote() {
+			continue
+		}
+		s := from
+		if s == nil || e.Target != src.Target {
+			var err error
+			if s, err = g.connect(ctx, e.Target); err != nil {
+				return err
+			}
+			defer s.Close()
+		}
+		if i == 0 {
+			from = s
+		} else {
+			to = s
+		}
 	}
-	s, err := g.connect(ctx, remote.Target)
-	if err != nil {
-		return err
-	}
-	defer s.Close()
 	bar := newCopyProgress(g.stderr, path.Base(src.Path))
 	opts := fs.TreeOptions{Preserve: o.preserve, Parallel: o.parallel}
 	if bar != nil {
@@ -213,16 +222,24 @@ func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint
 		opts.Total = func(_ int, n int64) { bar.start(n) }
 	}
 	var res *fs.TreeResult
-	if src.remote() {
-		res, err = download(ctx, s.cx, src.Path, dst.Path, o, opts, bar)
-	} else {
-		res, err = upload(ctx, s.cx, src.Path, srcInfo, dst.Path, opts, bar)
+	var err error
+	switch {
+	case from != nil && to != nil:
+		res, err = relay(ctx, from.cx, src.Path, to.cx, dst.Path, o, opts, bar)
+	case from != nil:
+		res, err = download(ctx, from.cx, src.Path, dst.Path, o, opts, bar)
+	default:
+		res, err = upload(ctx, to.cx, src.Path, srcInfo, dst.Path, opts, bar)
 	}
 	bar.done(err)
 	if err != nil {
 		return fail(err)
 	}
-	s.log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
+	log := to
+	if log == nil {
+		log = from
+	}
+	log.log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
 	return nil
 }
 
@@ -286,6 +303,31 @@ func download(ctx stdctx.Context, cx *spindle.Context, src, dst string, o *cpOpt
 	}
 	bar.start(fi.Size)
 	return fs.GetOne(ctx, cx, src, dst, opts)
+}
+
+// relay copies between two targets through this process, as scp -3 does.
+func relay(ctx stdctx.Context, from *spindle.Context, src string, to *spindle.Context, dst string, o *cpOptions, opts fs.TreeOptions, bar *copyProgress) (*fs.TreeResult, error) {
+	fi, err := fs.Stat(ctx, from, src)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSource(src, fi.IsDir, fi.FileMode().IsRegular(), o.recursive); err != nil {
+		return nil, err
+	}
+	dfi, err := fs.Stat(ctx, to, dst)
+	switch {
+	case err == nil:
+		dst = into(dst, path.Base(src), dfi.IsDir, path.Join)
+	case !errors.Is(err, spindle.ErrNotFound):
+		return nil, err
+	case !fi.IsDir && strings.HasSuffix(dst, "/"):
+		return nil, fmt.Errorf("%s: no such directory", dst)
+	}
+	if fi.IsDir {
+		return fs.CopyTree(ctx, from, src, to, dst, opts)
+	}
+	bar.start(fi.Size)
+	return fs.CopyOne(ctx, from, src, to, dst, opts)
 }
 
 // copyFailure maps a failed copy to the exit status: 128+N if signal N

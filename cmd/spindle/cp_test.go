@@ -109,7 +109,10 @@ func TestParseCopyArgs(t *testing.T) {
 	if src, dst, err := parseCopyArgs("web1,sudo:/a", "/b"); err != nil || !src.remote() || dst.remote() {
 		t.Errorf("download: %+v %+v %v", src, dst, err)
 	}
-	for _, args := range [][2]string{{"/a", "/b"}, {"local:/a", "web1:/b"}, {"local:a", "/b"}, {"/a", "local:"}} {
+	if src, dst, err := parseCopyArgs("local:/a", "web1:/b"); err != nil || !src.remote() || !dst.remote() {
+		t.Errorf("between targets: %+v %+v %v", src, dst, err)
+	}
+	for _, args := range [][2]string{{"/a", "/b"}, {"local:a", "/b"}, {"/a", "local:"}} {
 		if _, _, err := parseCopyArgs(args[0], args[1]); err == nil {
 			t.Errorf("parseCopyArgs(%q, %q) accepted", args[0], args[1])
 		}
@@ -300,6 +303,35 @@ func TestE2ECpTree(t *testing.T) {
 	}
 }
 
+// Between two targets (two connections, or one when both sides name the
+// same target): files and trees, into existing directories, with -p.
+func TestE2ECpBetweenTargets(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src")
+	cpMakeTree(t, src)
+	big := filepath.Join(dir, "big")
+	os.WriteFile(big, bytes.Repeat([]byte("0123456789abcdef"), 64<<10), 0o640) // 1 MiB: streamed
+
+	cpOK(t, "-r", "-p", "local:"+src, "local,local:"+filepath.Join(dir, "tree"))
+	cpSameTree(t, src, filepath.Join(dir, "tree"), true)
+	os.Mkdir(filepath.Join(dir, "into"), 0o755)
+	cpOK(t, "-r", "-p", "local,local:"+src, "local:"+filepath.Join(dir, "into"))
+	cpSameTree(t, src, filepath.Join(dir, "into", "src"), true)
+	cpOK(t, "-r", "local:"+src, "local:"+filepath.Join(dir, "same-target"))
+	cpSameTree(t, src, filepath.Join(dir, "same-target"), false)
+
+	want, _ := os.ReadFile(big)
+	cpOK(t, "-p", "local:"+big, "local,local:"+filepath.Join(dir, "big.copy"))
+	cpOK(t, "local,local:"+big, "local:"+filepath.Join(dir, "into"))
+	for _, p := range []string{"big.copy", "into/big"} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		st, _ := os.Stat(filepath.Join(dir, p))
+		if err != nil || !bytes.Equal(b, want) || st.Mode() != 0o640 {
+			t.Errorf("%s: %d bytes (want %d), mode %v, %v", p, len(b), len(want), st.Mode(), err)
+		}
+	}
+}
+
 func TestE2ECpErrors(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "srcdir")
@@ -321,7 +353,8 @@ func TestE2ECpErrors(t *testing.T) {
 		{"missing remote directory", []string{filepath.Join(src, "f"), "local:" + filepath.Join(dir, "no", "such", "dir") + "/"}, 1, []string{"no such directory"}},
 		{"file in the way of a tree", []string{"-r", src, "local:" + filepath.Join(src, "f")}, 1, []string{filepath.Join(src, "f") + " exists and is not a directory"}},
 		{"both local", []string{src, dir}, 2, []string{"both local"}},
-		{"both remote", []string{"local:" + src, "local:" + dir}, 2, []string{"both on targets"}},
+		{"dir between targets without -r", []string{"local:" + src, "local,local:" + filepath.Join(dir, "x")}, 1, []string{src + " is a directory (use -r"}},
+		{"missing source between targets", []string{"local:" + missing, "local,local:" + filepath.Join(dir, "x")}, 1, []string{"spindle: cp local:" + missing + " → local,local:", "local: fs.Stat", "no such file"}},
 		{"relative remote path", []string{src, "local:tmp"}, 2, []string{"must be absolute"}},
 		{"one argument", []string{src}, 2, []string{"needs SRC and DST"}},
 		{"bad target", []string{src, "local,nosuchkind:x:/tmp"}, 2, []string{"unknown kind"}},

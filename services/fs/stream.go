@@ -374,6 +374,11 @@ func (e *errWriter) Write(p []byte) (int, error) {
 
 // Get streams the file at path on c into w and checks its sha256.
 func Get(ctx context.Context, c rpc.Caller, path string, w io.Writer) (*GetResult, error) {
+	return getTo(ctx, c, path, func(int64) io.Writer { return w })
+}
+
+// getTo is Get, with the writer chosen once the file's size is known.
+func getTo(ctx context.Context, c rpc.Caller, path string, open func(size int64) io.Writer) (*GetResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	st, err := c.Stream(ctx, MethodGet, &GetArgs{Path: path})
@@ -393,7 +398,7 @@ func Get(ctx context.Context, c rpc.Caller, path string, w io.Writer) (*GetResul
 	}
 	size := int64(binary.BigEndian.Uint64(hdr[:]))
 	h := sha256.New()
-	lw := &errWriter{w: w}
+	lw := &errWriter{w: open(size)}
 	n, cerr := copyHashed(lw, io.LimitReader(r, size), h, copyBuffer)
 	if lw.err != nil {
 		// w failed (a full disk here): the agent may be blocked writing

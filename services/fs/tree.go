@@ -103,22 +103,31 @@ func PutTree(ctx context.Context, c rpc.Caller, src, dst string, opts TreeOption
 // entries are checked so that nothing is written outside dst.
 func GetTree(ctx context.Context, c rpc.Caller, src, dst string, opts TreeOptions) (*TreeResult, error) {
 	const op = "fs.GetTree"
-	var ents []WalkEntry
-	root, err := Walk(ctx, c, src, MaxWalkEntries, func(e *WalkEntry) error {
-		ents = append(ents, *e)
-		return nil
-	})
+	root, ents, err := listDir(ctx, op, c, src)
 	if err != nil {
-		return nil, fmt.Errorf("%s: listing %s: %w", op, src, err)
-	}
-	if !root.IsDir {
-		return nil, fmt.Errorf("%s: %s is not a directory", op, src)
+		return nil, err
 	}
 	t := &treeCopy{op: op, opts: opts, dst: &localDst{c: c, opts: &opts},
 		srcPath: func(rel string) string { return path.Join(src, rel) },
 		dstPath: func(rel string) string { return filepath.Join(dst, filepath.FromSlash(rel)) },
 	}
 	return t.run(ctx, src, dst, root.FileMode(), ents)
+}
+
+// listDir lists the directory src on c with one fs.Walk, for op.
+func listDir(ctx context.Context, op string, c rpc.Caller, src string) (*FileInfo, []WalkEntry, error) {
+	var ents []WalkEntry
+	root, err := Walk(ctx, c, src, MaxWalkEntries, func(e *WalkEntry) error {
+		ents = append(ents, *e)
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: listing %s: %w", op, src, err)
+	}
+	if !root.IsDir {
+		return nil, nil, fmt.Errorf("%s: %s is not a directory", op, src)
+	}
+	return root, ents, nil
 }
 
 // PutOne copies the local file src (a symlink is followed) to the file
@@ -430,22 +439,26 @@ func (r *remoteDst) file(ctx context.Context, _ *WalkEntry, src, dst string) (in
 	if r.opts.Preserve {
 		po.MTime = st.ModTime().UnixNano()
 	}
-	size := st.Size()
+	return r.put(ctx, dst, f, st.Size(), po, st.Size() > InlineLimit)
+}
+
+// put writes size bytes from rd to dst with fs.Put and reports them to
+// opts.Progress: as they are read when streamed, else once written.
+func (r *remoteDst) put(ctx context.Context, dst string, rd io.Reader, size int64, po PutOptions, streamed bool) (int64, error) {
 	progress := r.opts.Progress
-	var rd io.Reader = f
-	if progress != nil && size > InlineLimit {
-		rd = &progressReader{r: f, fn: progress}
+	if progress != nil && streamed {
+		rd = &progressReader{r: rd, fn: progress}
 	}
 	if _, err := Put(ctx, r.c, dst, rd, size, po); err != nil {
 		return 0, err
 	}
-	if mode == 0 {
+	if po.Mode == 0 {
 		// fs.Put reads mode 0 as "the default": set it explicitly.
 		if _, err := Chmod(ctx, r.c, dst, 0); err != nil {
 			return 0, err
 		}
 	}
-	if progress != nil && size <= InlineLimit && size > 0 {
+	if progress != nil && !streamed && size > 0 {
 		progress(size)
 	}
 	return size, nil
