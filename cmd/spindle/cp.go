@@ -264,15 +264,25 @@ func into(dst, srcBase string, dstIsDir bool, join func(...string) string) strin
 	return join(dst, srcBase)
 }
 
+// landing returns where a copy lands given dst and how looking dst up went
+// (statErr): inside dst when it is an existing directory, dst itself when
+// it does not exist (unless it ends in '/' and a file is copied).
+func landing(dst, srcBase string, srcIsDir, dstIsDir bool, statErr error, join func(...string) string) (string, error) {
+	switch {
+	case statErr == nil:
+		return into(dst, srcBase, dstIsDir, join), nil
+	case !errors.Is(statErr, spindle.ErrNotFound) && !errors.Is(statErr, os.ErrNotExist):
+		return "", statErr
+	case !srcIsDir && strings.HasSuffix(dst, "/"):
+		return "", fmt.Errorf("%s: no such directory", dst)
+	}
+	return dst, nil
+}
+
 func upload(ctx stdctx.Context, cx *spindle.Context, src string, st os.FileInfo, dst string, opts fs.TreeOptions, bar *copyProgress) (*fs.TreeResult, error) {
 	fi, err := fs.Stat(ctx, cx, dst)
-	switch {
-	case err == nil:
-		dst = into(dst, filepath.Base(src), fi.IsDir, path.Join)
-	case !errors.Is(err, spindle.ErrNotFound):
+	if dst, err = landing(dst, filepath.Base(src), st.IsDir(), fi != nil && fi.IsDir, err, path.Join); err != nil {
 		return nil, err
-	case !st.IsDir() && strings.HasSuffix(dst, "/"):
-		return nil, fmt.Errorf("%s: no such directory", dst)
 	}
 	if st.IsDir() {
 		return fs.PutTree(ctx, cx, src, dst, opts)
@@ -290,13 +300,8 @@ func download(ctx stdctx.Context, cx *spindle.Context, src, dst string, o *cpOpt
 		return nil, err
 	}
 	st, err := os.Stat(dst)
-	switch {
-	case err == nil:
-		dst = into(dst, path.Base(src), st.IsDir(), filepath.Join)
-	case !errors.Is(err, os.ErrNotExist):
+	if dst, err = landing(dst, path.Base(src), fi.IsDir, st != nil && st.IsDir(), err, filepath.Join); err != nil {
 		return nil, err
-	case !fi.IsDir && strings.HasSuffix(dst, "/"):
-		return nil, fmt.Errorf("%s: no such directory", dst)
 	}
 	if fi.IsDir {
 		return fs.GetTree(ctx, cx, src, dst, opts)
@@ -315,13 +320,8 @@ func relay(ctx stdctx.Context, from *spindle.Context, src string, to *spindle.Co
 		return nil, err
 	}
 	dfi, err := fs.Stat(ctx, to, dst)
-	switch {
-	case err == nil:
-		dst = into(dst, path.Base(src), dfi.IsDir, path.Join)
-	case !errors.Is(err, spindle.ErrNotFound):
+	if dst, err = landing(dst, path.Base(src), fi.IsDir, dfi != nil && dfi.IsDir, err, path.Join); err != nil {
 		return nil, err
-	case !fi.IsDir && strings.HasSuffix(dst, "/"):
-		return nil, fmt.Errorf("%s: no such directory", dst)
 	}
 	if fi.IsDir {
 		return fs.CopyTree(ctx, from, src, to, dst, opts)
