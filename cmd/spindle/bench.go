@@ -352,8 +352,10 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         per hop)
   files put_1m/100m (fs.PutFile vs 'ssh host cat > f', _scp, _sftp),
         get_1m/100m (fs.GetFile vs 'ssh host cat f > local', _scp),
-        put_100m_via (one bastion hop vs 'scp -J'), put_tree_1000x4k and
-        get_tree_1000x4k (fs.PutTree/GetTree vs 'scp -r'); 0 and 10 ms
+        put_100m_via (one bastion hop vs 'scp -J'), copy_1m/100m_between
+        (fs.CopyOne from one remote path to another through here vs
+        'scp -3'), put_tree_1000x4k and get_tree_1000x4k
+        (fs.PutTree/GetTree vs 'scp -r'); 0 and 10 ms
   files_big  put_1g rows with peak RSS growth (only when named)
 
 The ssh group runs against --ssh-target TARGET (resolved like the CLI's

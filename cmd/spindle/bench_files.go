@@ -24,9 +24,11 @@ import (
 // target with fs.Put (one connection, streamed over a circuit) against
 // OpenSSH's `ssh host 'cat > f'` (the raw floor), scp and sftp, all three
 // multiplexed over a warm ControlMaster so that no row pays a connection
-// set-up; a tree of 1,000 files of 4 KiB against `scp -r`; and a file
-// through one bastion hop against `scp -J`. At 0 and 10 ms. "files_big"
-// adds 1 GiB, with the controller's and the agent's peak RSS over idle.
+// set-up; a tree of 1,000 files of 4 KiB against `scp -r`; a file
+// through one bastion hop against `scp -J`; and a file copied between two
+// remote paths through this process against `scp -3`. At 0 and 10 ms.
+// "files_big" adds 1 GiB, with the controller's and the agent's peak RSS
+// over idle.
 
 type fileSize struct {
 	label string
@@ -81,6 +83,11 @@ func filesCases() []benchCase {
 				})
 			}
 			cs = append(cs, benchCase{
+				Name: "copy_" + fsz.label + "_between" + sfx, Group: group, Latency: ms, Baseline: "scp_3" + sfx, N: 1,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesRelay(ms, fsz, n, false) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.filesRelay(ms, fsz, n, true) },
+				Finish:  throughput(fsz.bytes, false),
+			}, benchCase{
 				Name: "put_" + fsz.label + "_via" + sfx, Group: group, Latency: ms, Baseline: "scp_jump" + sfx, N: 1,
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesPut(ms, fsz, n, true) },
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.filesOpenSSH(ms, fsz, n, "scp", true) },
@@ -320,6 +327,44 @@ func (e *benchEnv) filesGet(ms int, fsz fileSize, n int, tool string) (float64, 
 	dst := filepath.Join(f.local, "get-spindle-"+fsz.label)
 	return timePerOp(n, func() error {
 		_, err := fs.GetFile(e.ctx, cx, src, dst, false)
+		return err
+	})
+}
+
+// filesRelay copies a remote file to another name on the same target
+// through this process: fs.CopyOne from one connection to a second one
+// (two agents, as between two hosts; every byte crosses the loopback
+// twice), or (openssh) `scp -3 host:src host:dst` over the ControlMaster.
+func (e *benchEnv) filesRelay(ms int, fsz fileSize, n int, openssh bool) (float64, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return 0, err
+	}
+	src, err := f.remoteSource(e.ctx, fsz)
+	if err != nil {
+		return 0, err
+	}
+	if openssh {
+		if err := p.warmMaster(e.ctx); err != nil {
+			return 0, err
+		}
+		dst := src + ".scp3"
+		return timePerOp(n, func() error {
+			cmd := osexec.CommandContext(e.ctx, "scp", append(append([]string{"-q", "-3"}, p.muxArgs(false)...), p.dest+":"+src, p.dest+":"+dst)...)
+			return runTool(cmd, "scp -3", src, dst)
+		})
+	}
+	from, err := p.context(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	to, err := p.secondContext(e.ctx)
+	if err != nil {
+		return 0, err
+	}
+	dst := src + ".spindle"
+	return timePerOp(n, func() error {
+		_, err := fs.CopyOne(e.ctx, from, src, to, dst, fs.TreeOptions{})
 		return err
 	})
 }

@@ -152,7 +152,8 @@ type sshPath struct {
 
 	ctl  *spindle.Controller
 	cx   *spindle.Context
-	cm   string // ControlPath
+	cx2  *spindle.Context // a second connection, for copies between two
+	cm   string           // ControlPath
 	cmUp bool
 	xc   *xssh.Client
 
@@ -443,6 +444,23 @@ func (p *sshPath) context(ctx stdctx.Context) (*spindle.Context, error) {
 		return nil, err
 	}
 	return p.cx, nil
+}
+
+// secondContext is another connection to the path's target, with an
+// agent of its own: the far end of a copy "between two hosts".
+func (p *sshPath) secondContext(ctx stdctx.Context) (*spindle.Context, error) {
+	if p.cx2 != nil {
+		return p.cx2, nil
+	}
+	if _, err := p.context(ctx); err != nil {
+		return nil, err
+	}
+	c, err := p.connector()
+	if err != nil {
+		return nil, err
+	}
+	p.cx2, err = p.ctl.Connect(ctx, c)
+	return p.cx2, err
 }
 
 func (p *sshPath) spindleTrue(ctx stdctx.Context, n int) (float64, error) {

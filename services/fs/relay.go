@@ -3,6 +3,7 @@ package fs
 import (
 	"bytes"
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,7 +21,8 @@ import (
 //
 // Both checksums hold across the relay: fs.Get checks what it received
 // against the source agent's sha256, and fs.Put has the destination agent
-// check what it wrote against the sha256 of what was sent. The last byte of
+// check what it wrote against that same sha256 (the bytes are the same, so
+// this process hashes them once). The last byte of
 // every file is held back until the source's checksum matched, so a file
 // that arrived damaged never replaces the destination: fs.Put sees its
 // stream fail and the destination agent removes its temporary file.
@@ -80,7 +82,7 @@ func (r *relayDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 		var rr ReadResult
 		err := r.from.Call(ctx, MethodRead, &ReadArgs{Path: src, MaxSize: InlineLimit}, &rr)
 		if err == nil {
-			return r.put(ctx, dst, bytes.NewReader(rr.Data), int64(len(rr.Data)), po, false)
+			return r.put(ctx, dst, bytes.NewReader(rr.Data), int64(len(rr.Data)), po, false, nil)
 		}
 		if !errors.Is(err, rpc.ErrTooLarge) {
 			return 0, err
@@ -93,15 +95,18 @@ func (r *relayDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 	pr, pw := io.Pipe()
 	sized := make(chan int64, 1)
 	got := make(chan error, 1)
+	var checked []byte // the sha256 fs.Get checked, set before the last byte is
 	go func() {
 		var held *holdLast
-		_, err := getTo(ctx, r.from, src, func(size int64) io.Writer {
+		res, err := getTo(ctx, r.from, src, func(size int64) io.Writer {
 			held = &holdLast{w: pw, left: size}
 			sized <- size
 			return held
 		})
 		if err == nil {
-			err = held.release()
+			if checked, err = hex.DecodeString(res.SHA256); err == nil {
+				err = held.release()
+			}
 		}
 		pw.CloseWithError(err) // nil: the reader sees EOF
 		got <- err
@@ -112,18 +117,43 @@ func (r *relayDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 	case err := <-got:
 		return 0, err
 	}
-	n, err := r.put(ctx, dst, pr, size, po, true)
+	if size == 0 {
+		// No last byte to hold back: write once the stream was checked.
+		if err := <-got; err != nil {
+			return 0, err
+		}
+		return r.put(ctx, dst, bytes.NewReader(nil), 0, po, false, nil)
+	}
+	// fs.Put sends the sha256 that fs.Get checked, of the same bytes,
+	// rather than hash them a second time here.
+	in := &sourceReader{r: pr}
+	n, err := r.put(ctx, dst, in, size, po, true, func() []byte { return checked })
 	if err != nil {
 		pr.CloseWithError(errDstFailed)
 		cancel()
-		if gerr := <-got; gerr != nil && !errors.Is(gerr, errDstFailed) && !errors.Is(gerr, context.Canceled) {
-			// The source failed first; the destination only saw its
-			// stream end.
+		gerr := <-got
+		if in.failed {
+			// The source failed first: fs.Put only saw its stream end.
 			return 0, gerr
 		}
 		return 0, err
 	}
 	return n, <-got
+}
+
+// sourceReader remembers whether reading failed: whether fs.Put stopped
+// because fs.Get did.
+type sourceReader struct {
+	r      io.Reader
+	failed bool
+}
+
+func (s *sourceReader) Read(p []byte) (int, error) {
+	n, err := s.r.Read(p)
+	if err != nil && err != io.EOF {
+		s.failed = true
+	}
+	return n, err
 }
 
 // holdLast passes a stream of left bytes on to w except its last byte,

@@ -110,6 +110,52 @@ func TestCopyOneDamagedSourceKeepsDestination(t *testing.T) {
 	}
 }
 
+// Bytes damaged between us and the destination agent fail its check of
+// the sha256 we send (fs.Get's, not one of our own), and the old file
+// stays.
+func TestCopyOneDamagedOnTheWayOut(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	src, dst := filepath.Join(dir, "src"), filepath.Join(dir, "dst")
+	os.WriteFile(src, randomBytes(t, 2*copyBuffer+11), 0o644)
+	os.WriteFile(dst, []byte("old content"), 0o644)
+	to := &damagingPut{Caller: rpctest.New(Register)}
+	// The destination agent's reply carries the mismatch as a message.
+	if _, err := CopyOne(ctx, rpctest.New(Register), src, to, dst, TreeOptions{}); err == nil || !strings.Contains(err.Error(), ErrChecksum.Error()) {
+		t.Errorf("damaged on the way out: %v, want a %q", err, ErrChecksum)
+	}
+	if b, _ := os.ReadFile(dst); string(b) != "old content" {
+		t.Errorf("the destination now holds %d bytes", len(b))
+	}
+	noTempsUnder(t, dir)
+}
+
+// damagingPut flips the first byte of every fs.Put stream.
+type damagingPut struct{ rpc.Caller }
+
+func (d *damagingPut) Stream(ctx context.Context, method string, args any) (rpc.Stream, error) {
+	st, err := d.Caller.Stream(ctx, method, args)
+	if err != nil || method != MethodPut {
+		return st, err
+	}
+	return &damagingWrites{Stream: st}, nil
+}
+
+type damagingWrites struct {
+	rpc.Stream
+	done bool
+}
+
+func (s *damagingWrites) Write(p []byte) (int, error) {
+	if !s.done && len(p) > 0 {
+		q := append([]byte(nil), p...)
+		q[0] ^= 0xff
+		s.done = true
+		return s.Stream.Write(q)
+	}
+	return s.Stream.Write(p)
+}
+
 // When the destination refuses the file, the copy fails with its error and
 // the source's stream is abandoned (goleak checks that nothing is left).
 func TestCopyOneDestinationFails(t *testing.T) {

@@ -297,6 +297,13 @@ type PutOptions struct {
 // Put atomically replaces the file at path on c with size bytes read from
 // r, streamed (in constant memory) when larger than InlineLimit.
 func Put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64, opts PutOptions) (*PutResult, error) {
+	return put(ctx, c, path, r, size, opts, nil)
+}
+
+// put is Put. A streamed put hashes what it sends, unless sum is set: it
+// then gives the sha256 of those bytes once they were all read (CopyOne
+// has its fs.Get's, of the same bytes, and saves hashing them twice).
+func put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64, opts PutOptions, sum func() []byte) (*PutResult, error) {
 	a := &PutArgs{Path: path, Size: size, Mode: opts.Mode, UID: opts.UID, GID: opts.GID, User: opts.User,
 		Group: opts.Group, MkdirAll: opts.MkdirAll, MTime: opts.MTime}
 	var res PutResult
@@ -327,14 +334,23 @@ func Put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64
 		st.SetWriteDeadline(time.Now())
 		close(waited)
 	}()
-	h := sha256.New()
 	cw := &errWriter{w: st}
-	n, cerr := copyHashed(cw, io.LimitReader(r, size), h, copyBuffer)
+	var n int64
+	var cerr error
+	if sum == nil {
+		h := sha256.New()
+		n, cerr = copyHashed(cw, io.LimitReader(r, size), h, copyBuffer)
+		sum = func() []byte { return h.Sum(nil) }
+	} else {
+		n, cerr = io.CopyBuffer(cw, io.LimitReader(r, size), make([]byte, copyBuffer))
+	}
 	if cerr == nil && n != size {
 		cerr = fmt.Errorf("the source ended after %d of %d bytes", n, size)
 	}
+	var sent []byte
 	if cerr == nil {
-		_, cerr = cw.Write(h.Sum(nil))
+		sent = sum()
+		_, cerr = cw.Write(sent)
 	}
 	if cerr != nil {
 		// The agent sees a short stream and removes its temporary file.
@@ -352,7 +368,7 @@ func Put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64
 	if werr != nil {
 		return nil, werr
 	}
-	if want := hex.EncodeToString(h.Sum(nil)); res.SHA256 != want {
+	if want := hex.EncodeToString(sent); res.SHA256 != want {
 		return nil, fmt.Errorf("%s %s: %w: the agent wrote %s, we sent %s", MethodPut, path, ErrChecksum, res.SHA256, want)
 	}
 	return &res, nil

@@ -439,17 +439,18 @@ func (r *remoteDst) file(ctx context.Context, _ *WalkEntry, src, dst string) (in
 	if r.opts.Preserve {
 		po.MTime = st.ModTime().UnixNano()
 	}
-	return r.put(ctx, dst, f, st.Size(), po, st.Size() > InlineLimit)
+	return r.put(ctx, dst, f, st.Size(), po, st.Size() > InlineLimit, nil)
 }
 
 // put writes size bytes from rd to dst with fs.Put and reports them to
-// opts.Progress: as they are read when streamed, else once written.
-func (r *remoteDst) put(ctx context.Context, dst string, rd io.Reader, size int64, po PutOptions, streamed bool) (int64, error) {
+// opts.Progress: as they are read when streamed, else once written. sum,
+// if set, is their sha256 (see put).
+func (r *remoteDst) put(ctx context.Context, dst string, rd io.Reader, size int64, po PutOptions, streamed bool, sum func() []byte) (int64, error) {
 	progress := r.opts.Progress
 	if progress != nil && streamed {
 		rd = &progressReader{r: rd, fn: progress}
 	}
-	if _, err := Put(ctx, r.c, dst, rd, size, po); err != nil {
+	if _, err := put(ctx, r.c, dst, rd, size, po, sum); err != nil {
 		return 0, err
 	}
 	if po.Mode == 0 {
