@@ -98,8 +98,9 @@ type cpOptions struct {
 func newCpCmd(g *globals) *cobra.Command {
 	var o cpOptions
 	c := &cobra.Command{
-		Use:   "cp [-r] [-p] [--parallel N] SRC DST",
-		Short: "Copy files and directory trees to, from or between targets",
+		Use:               "cp [-r] [-p] [--parallel N] SRC DST",
+		ValidArgsFunction: g.completeCopy,
+		Short:             "Copy files and directory trees to, from or between targets",
 		Long: `Copy SRC to DST, where one of them or both are on a target, written
 TARGET:PATH with PATH absolute. TARGET is anything 'spindle run' takes,
 chains included (-J applies to both sides); the argument is split at the

@@ -39,9 +39,10 @@ func newInfoJSON(name string, h *sys.HostInfo) infoJSON {
 func newInfoCmd(g *globals) *cobra.Command {
 	var asJSON bool
 	c := &cobra.Command{
-		Use:   "info TARGET",
-		Short: "Show facts about the target: OS, kernel, user, agent, Pythons",
-		Args:  targetArgs(false),
+		Use:               "info TARGET",
+		ValidArgsFunction: g.completeTarget,
+		Short:             "Show facts about the target: OS, kernel, user, agent, Pythons",
+		Args:              targetArgs(false),
 		RunE: func(c *cobra.Command, args []string) error {
 			ctx, _, stop := signalContext(c.Context())
 			defer stop()

@@ -13,9 +13,10 @@ func newPingCmd(g *globals) *cobra.Command {
 	var count int
 	var interval time.Duration
 	c := &cobra.Command{
-		Use:   "ping TARGET",
-		Short: "Measure the round-trip time of a call to the target's agent",
-		Args:  targetArgs(false),
+		Use:               "ping TARGET",
+		ValidArgsFunction: g.completeTarget,
+		Short:             "Measure the round-trip time of a call to the target's agent",
+		Args:              targetArgs(false),
 		RunE: func(c *cobra.Command, args []string) error {
 			if count < 1 {
 				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("-c must be at least 1, got %d", count)}

@@ -21,8 +21,9 @@ var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 
 func newRunCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "run TARGET -- CMD [ARGS...]",
-		Short: "Run a command on the target, streaming stdin, stdout and stderr",
+		Use:               "run TARGET -- CMD [ARGS...]",
+		ValidArgsFunction: g.completeTarget,
+		Short:             "Run a command on the target, streaming stdin, stdout and stderr",
 		Long: `Run CMD on the target. Standard input is passed through (end of file
 half-closes the remote stdin), standard output and error are passed through
 as they are produced, and the exit status is the command's (128+N when a
@@ -110,8 +111,9 @@ func resultExitCode(res *exec.Result) int {
 
 func newShellCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "shell TARGET [-- CMD [ARGS...]]",
-		Short: "Open an interactive shell (or run CMD) on a terminal on the target",
+		Use:               "shell TARGET [-- CMD [ARGS...]]",
+		ValidArgsFunction: g.completeTarget,
+		Short:             "Open an interactive shell (or run CMD) on a terminal on the target",
 		Long: `Open the target user's login shell ($SHELL -l, else /bin/sh) on a
 pseudo-terminal. The local terminal is put in raw mode and restored on exit;
 window size changes are forwarded. The exit status is the shell's.`,
