@@ -118,7 +118,9 @@ times (and directories' modes); without it, copied files and new
 directories get the source's permission bits less group/other write and
 setuid/setgid/sticky (like cp under umask 022), and files the current time.
 Ownership is not copied. Between two targets the data passes through
-this machine (like scp -3), streamed, and is checked at both ends.
+this machine (like scp -3), streamed, and is checked at both ends; hops
+that both TARGETs begin with are connected once (bastion,web1:/x and
+bastion,web2:/y share one connection to bastion).
 
 A progress bar with bytes, throughput and ETA is drawn on standard error
 when it is a terminal; otherwise cp prints nothing but errors. The exit
@@ -195,26 +197,25 @@ func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint
 		}
 		srcInfo = st
 	}
-	// One after the other, not at once: either may ask for a password on
-	// the terminal.
-	var from, to *session
-	for i, e := range []copyEndpoint{src, dst} {
-		if !e.remote() {
-			continue
+	var targets []string
+	for _, e := range []copyEndpoint{src, dst} {
+		if e.remote() {
+			targets = append(targets, e.Target)
 		}
-		s := from
-		if s == nil || e.Target != src.Target {
-			var err error
-			if s, err = g.connect(ctx, e.Target); err != nil {
-				return err
-			}
-			defer s.Close()
-		}
-		if i == 0 {
-			from = s
-		} else {
-			to = s
-		}
+	}
+	s, cxs, err := g.connectAll(ctx, targets...)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	var from, to *spindle.Context
+	switch {
+	case src.remote() && dst.remote():
+		from, to = cxs[0], cxs[1]
+	case src.remote():
+		from = cxs[0]
+	default:
+		to = cxs[0]
 	}
 	bar := newCopyProgress(g.stderr, path.Base(src.Path))
 	opts := fs.TreeOptions{Preserve: o.preserve, Parallel: o.parallel}
@@ -223,24 +224,19 @@ func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint
 		opts.Total = func(_ int, n int64) { bar.start(n) }
 	}
 	var res *fs.TreeResult
-	var err error
 	switch {
 	case from != nil && to != nil:
-		res, err = relay(ctx, from.cx, src.Path, to.cx, dst.Path, o, opts, bar)
+		res, err = relay(ctx, from, src.Path, to, dst.Path, o, opts, bar)
 	case from != nil:
-		res, err = download(ctx, from.cx, src.Path, dst.Path, o, opts, bar)
+		res, err = download(ctx, from, src.Path, dst.Path, o, opts, bar)
 	default:
-		res, err = upload(ctx, to.cx, src.Path, srcInfo, dst.Path, opts, bar)
+		res, err = upload(ctx, to, src.Path, srcInfo, dst.Path, opts, bar)
 	}
 	bar.done(err)
 	if err != nil {
 		return fail(err)
 	}
-	log := to
-	if log == nil {
-		log = from
-	}
-	log.log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
+	s.log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
 	return nil
 }
 

@@ -252,16 +252,37 @@ func (s *session) Close() {
 
 // connect parses target and connects to it within --timeout.
 func (g *globals) connect(ctx stdctx.Context, target string) (*session, error) {
-	if g.via != "" {
-		target = g.via + "," + target
-	}
-	t, err := ParseTarget(target)
+	s, cxs, err := g.connectAll(ctx, target)
 	if err != nil {
 		return nil, err
 	}
-	hops, err := t.Connectors(&g.conn)
-	if err != nil {
-		return nil, err
+	s.cx = cxs[0]
+	return s, nil
+}
+
+// connectAll connects to every target through one controller, within
+// --timeout, and returns their contexts in order. Chains that begin with
+// the same hops share them: copying from bastion,web1 to bastion,web2
+// dials the bastion once (and asks for its password once).
+func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, []*spindle.Context, error) {
+	type chain struct {
+		hops  []spindle.Connector
+		names []string
+	}
+	var chains []chain
+	for _, target := range targets {
+		if g.via != "" {
+			target = g.via + "," + target
+		}
+		t, err := ParseTarget(target)
+		if err != nil {
+			return nil, nil, err
+		}
+		hops, names, err := t.chain(&g.conn)
+		if err != nil {
+			return nil, nil, err
+		}
+		chains = append(chains, chain{hops, names})
 	}
 	log := g.logger()
 	ctl := spindle.NewController(spindle.Options{Logger: log, Verbosity: g.verbose})
@@ -271,18 +292,31 @@ func (g *globals) connect(ctx stdctx.Context, target string) (*session, error) {
 		cctx, cancel = stdctx.WithTimeout(ctx, g.timeout)
 		defer cancel()
 	}
-	cx, err := ctl.Connect(cctx, hops[0])
-	for _, hop := range hops[1:] {
-		if err != nil {
-			break
+	connected := map[string]*spindle.Context{} // by the hops that lead to it
+	var cxs []*spindle.Context
+	for _, c := range chains {
+		var cx *spindle.Context
+		for i, hop := range c.hops {
+			route := strings.Join(c.names[:i+1], "\x00")
+			if have, ok := connected[route]; ok {
+				cx = have
+				continue
+			}
+			var err error
+			if i == 0 {
+				cx, err = ctl.Connect(cctx, hop)
+			} else {
+				cx, err = cx.Connect(cctx, hop) // started by the previous hop's agent
+			}
+			if err != nil {
+				ctl.Close()
+				return nil, nil, &connectError{err: err}
+			}
+			connected[route] = cx
 		}
-		cx, err = cx.Connect(cctx, hop) // started by the previous hop's agent
+		cxs = append(cxs, cx)
 	}
-	if err != nil {
-		ctl.Close()
-		return nil, &connectError{err: err}
-	}
-	return &session{ctl: ctl, cx: cx, log: log}, nil
+	return &session{ctl: ctl, log: log}, cxs, nil
 }
 
 // signalContext is cancelled by SIGINT, SIGTERM or SIGHUP; sig reports which

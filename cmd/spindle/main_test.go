@@ -2,8 +2,12 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
+	"io"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -147,5 +151,29 @@ func TestBecomePasswordHint(t *testing.T) {
 		if tc.want == "" && got != "" || !strings.HasPrefix(got, tc.want) {
 			t.Errorf("%s: hint %q, want %q", tc.name, got, tc.want)
 		}
+	}
+}
+
+// Chains that begin with the same hops share them: the second target's
+// agent is started by the first target's agent, not by a second one, and
+// a target named twice is one context.
+func TestConnectAllSharesHops(t *testing.T) {
+	g := &globals{stdout: io.Discard, stderr: io.Discard}
+	s, cxs, err := g.connectAll(context.Background(), "local", "local,local", "local")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if cxs[2] != cxs[0] {
+		t.Errorf("the same target twice gave two contexts")
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cxs[1].Hello().PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	stat := string(b)
+	fields := strings.Fields(stat[strings.LastIndexByte(stat, ')')+2:])
+	if ppid, first := fields[1], strconv.Itoa(cxs[0].Hello().PID); ppid != first {
+		t.Errorf("local,local's agent has parent %s, want local's agent %s", ppid, first)
 	}
 }

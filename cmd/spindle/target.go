@@ -306,34 +306,42 @@ func parseSSHAddr(arg string) (sshAddr, error) {
 // (nil = defaults): the first one the controller runs, each later one a
 // connectors.Remote that the previous hop's agent runs.
 func (t Target) Connectors(o *connectOptions) ([]spindle.Connector, error) {
+	out, _, err := t.chain(o)
+	return out, err
+}
+
+// chain is Connectors, with each connector's hop as a string ("local" for
+// the agent a first become or container hop starts from).
+func (t Target) chain(o *connectOptions) ([]spindle.Connector, []string, error) {
 	if len(t.Hops) == 0 {
-		return nil, targetErr(t.Raw, "no hops")
+		return nil, nil, targetErr(t.Raw, "no hops")
 	}
 	if o == nil {
 		o = &connectOptions{}
 	}
 	var out []spindle.Connector
+	var names []string
 	for i, h := range t.Hops {
 		k := hopKinds[h.Kind]
 		if i == 0 && k.connector == nil && k.remote != nil {
 			// "sudo:postgres" alone: become on this machine.
-			out = append(out, local.Options{})
+			out, names = append(out, local.Options{}), append(names, "local")
 		} else if i == 0 {
 			if k.connector == nil {
-				return nil, targetErr(t.Raw, "%s cannot be the first hop", h.Kind)
+				return nil, nil, targetErr(t.Raw, "%s cannot be the first hop", h.Kind)
 			}
 			c, err := k.connector(h, o)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			out = append(out, c)
+			out, names = append(out, c), append(names, h.String())
 			continue
 		}
 		c, err := k.remote(h, o)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		out = append(out, c)
+		out, names = append(out, c), append(names, h.String())
 	}
-	return out, nil
+	return out, names, nil
 }
