@@ -302,21 +302,28 @@ func (f *filesBench) remoteTree(ctx stdctx.Context) (string, error) {
 	return dst, err
 }
 
+// remoteFileRow prepares a row that reads the remote file of that size:
+// the files set-up, the file, and for an OpenSSH baseline a warm master.
+func (e *benchEnv) remoteFileRow(ms int, fsz fileSize, openssh bool) (*filesBench, *sshPath, string, error) {
+	f, p, err := e.filesSetup(ms)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	src, err := f.remoteSource(e.ctx, fsz)
+	if err == nil && openssh {
+		err = p.warmMaster(e.ctx)
+	}
+	return f, p, src, err
+}
+
 // filesGet copies a remote file of that size to a local one: with
 // fs.GetFile when tool is "", else with that OpenSSH tool.
 func (e *benchEnv) filesGet(ms int, fsz fileSize, n int, tool string) (float64, error) {
-	f, p, err := e.filesSetup(ms)
-	if err != nil {
-		return 0, err
-	}
-	src, err := f.remoteSource(e.ctx, fsz)
+	f, p, src, err := e.remoteFileRow(ms, fsz, tool != "")
 	if err != nil {
 		return 0, err
 	}
 	if tool != "" {
-		if err := p.warmMaster(e.ctx); err != nil {
-			return 0, err
-		}
 		dst := filepath.Join(f.local, "get-"+tool+"-"+fsz.label)
 		return timePerOp(n, func() error { return p.copyFrom(e.ctx, tool, src, dst, false) })
 	}
@@ -336,18 +343,11 @@ func (e *benchEnv) filesGet(ms int, fsz fileSize, n int, tool string) (float64, 
 // (two agents, as between two hosts; every byte crosses the loopback
 // twice), or (openssh) `scp -3 host:src host:dst` over the ControlMaster.
 func (e *benchEnv) filesRelay(ms int, fsz fileSize, n int, openssh bool) (float64, error) {
-	f, p, err := e.filesSetup(ms)
-	if err != nil {
-		return 0, err
-	}
-	src, err := f.remoteSource(e.ctx, fsz)
+	_, p, src, err := e.remoteFileRow(ms, fsz, openssh)
 	if err != nil {
 		return 0, err
 	}
 	if openssh {
-		if err := p.warmMaster(e.ctx); err != nil {
-			return 0, err
-		}
 		dst := src + ".scp3"
 		return timePerOp(n, func() error {
 			cmd := osexec.CommandContext(e.ctx, "scp", append(append([]string{"-q", "-3"}, p.muxArgs(false)...), p.dest+":"+src, p.dest+":"+dst)...)
