@@ -58,11 +58,8 @@ func TestCopyOneBetweenContexts(t *testing.T) {
 	dir := t.TempDir()
 	mt := time.Unix(1_500_000_000, 123456789)
 	for _, n := range []int{0, 1, InlineLimit, InlineLimit + 1, 3*copyBuffer + 5} {
-		data := randomBytes(t, n)
 		src := filepath.Join(dir, fmt.Sprintf("src%d", n))
-		os.WriteFile(src, data, 0o600)
-		os.Chmod(src, 0o751)
-		os.Chtimes(src, mt, mt)
+		data := sourceFile(t, src, n, 0o751, mt)
 		var progress atomic.Int64
 		dst := src + ".copy"
 		res, err := CopyOne(ctx, from, src, to, dst, TreeOptions{Preserve: true, Progress: func(n int64) { progress.Add(n) }})

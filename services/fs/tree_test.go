@@ -480,17 +480,31 @@ func TestTreeCancelled(t *testing.T) {
 }
 
 // PutOne and GetOne copy a single file with the same rules.
+// sourceFile writes n random bytes to p with mode and mtime, and returns
+// them.
+func sourceFile(t *testing.T, p string, n int, mode iofs.FileMode, mt time.Time) []byte {
+	t.Helper()
+	data := randomBytes(t, n)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(p, mt, mt); err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 func TestPutGetOne(t *testing.T) {
 	c := rpctest.New(Register)
 	ctx := context.Background()
 	dir := t.TempDir()
 	mt := time.Unix(1_500_000_000, 123456789)
 	for _, n := range []int{0, 10, InlineLimit + 1} {
-		data := randomBytes(t, n)
 		src := filepath.Join(dir, fmt.Sprintf("src%d", n))
-		os.WriteFile(src, data, 0o600)
-		os.Chmod(src, 0o751)
-		os.Chtimes(src, mt, mt)
+		data := sourceFile(t, src, n, 0o751, mt)
 		var progress atomic.Int64
 		opts := TreeOptions{Preserve: true, Progress: func(n int64) { progress.Add(n) }}
 		mid, back := src+".remote", src+".back"
