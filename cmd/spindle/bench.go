@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"runtime/pprof"
 	"slices"
+	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -326,6 +327,22 @@ func runBench(e *benchEnv, cases []benchCase, o benchOptions, emit func(benchRes
 func round1(f float64) float64 { return float64(int64(f*10+0.5)) / 10 }
 func round3(f float64) float64 { return float64(int64(f*1000+0.5)) / 1000 }
 
+// benchNames are the groups and rows 'spindle bench' takes, for completion.
+func benchNames() []string {
+	seen := map[string]bool{}
+	var names []string
+	for _, c := range benchCases {
+		for _, n := range []string{c.Group, c.Name} {
+			if !seen[n] {
+				seen[n] = true
+				names = append(names, n)
+			}
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 func newBenchCmd(g *globals) *cobra.Command {
 	o := benchOptions{}
 	c := &cobra.Command{
@@ -363,6 +380,15 @@ targets, with -F, -i, -o), or, when running as root with /usr/sbin/sshd,
 against a throwaway sshd of its own on 127.0.0.1. Without either,
 'spindle bench' skips it with a note and 'spindle bench ssh' fails.`,
 		Args: cobra.ArbitraryArgs,
+		ValidArgsFunction: func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
+			var out []string
+			for _, n := range benchNames() {
+				if strings.HasPrefix(n, toComplete) {
+					out = append(out, n)
+				}
+			}
+			return out, cobra.ShellCompDirectiveNoFileComp
+		},
 		RunE: func(c *cobra.Command, args []string) error {
 			if o.rounds < 1 {
 				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("--rounds must be at least 1, got %d", o.rounds)}

@@ -48,6 +48,9 @@ func TestCompleteTargets(t *testing.T) {
 		{[]string{"-F", cfg, "cp", "zzz"}, nil, ":0"},
 		{[]string{"-F", cfg, "cp", "web1:/etc/"}, nil, ":4"},
 		{[]string{"-F", "none", "run", "web"}, nil, ":4"},
+		// bench: groups and rows.
+		{[]string{"bench", "copy_1m"}, []string{"copy_1m_between", "copy_1m_between_10ms"}, ":4"},
+		{[]string{"bench", "file"}, []string{"files", "files_big"}, ":4"},
 	} {
 		got, directive := complete(t, tc.args...)
 		if !slices.Equal(got, tc.want) || directive != tc.directive {
