@@ -194,3 +194,36 @@ func (s *damagingStream) Read(p []byte) (int, error) {
 	s.off += int64(n)
 	return n, err
 }
+
+// BenchmarkCopyOne relays 32 MiB between two in-process contexts, against
+// what a caller would do without it: fs.GetFile to a local file, then
+// fs.PutFile.
+func BenchmarkCopyOne(b *testing.B) {
+	ctx := context.Background()
+	dir := b.TempDir()
+	src := filepath.Join(dir, "src")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("0123456789abcdef"), 2<<20), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	from, to := rpctest.New(Register), rpctest.New(Register)
+	b.Run("CopyOne", func(b *testing.B) {
+		b.SetBytes(32 << 20)
+		for b.Loop() {
+			if _, err := CopyOne(ctx, from, src, to, filepath.Join(dir, "relayed"), TreeOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("GetThenPut", func(b *testing.B) {
+		b.SetBytes(32 << 20)
+		staged := filepath.Join(dir, "staged")
+		for b.Loop() {
+			if _, err := GetFile(ctx, from, src, staged, false); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := PutFile(ctx, to, staged, filepath.Join(dir, "put"), false, PutOptions{}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
