@@ -22,10 +22,10 @@ import (
 // Both checksums hold across the relay: fs.Get checks what it received
 // against the source agent's sha256, and fs.Put has the destination agent
 // check what it wrote against that same sha256 (the bytes are the same, so
-// this process hashes them once). The last byte of
-// every file is held back until the source's checksum matched, so a file
-// that arrived damaged never replaces the destination: fs.Put sees its
-// stream fail and the destination agent removes its temporary file.
+// this process hashes them once). The last byte of every file is held back
+// until the source's checksum matched, so a file that arrived damaged
+// never replaces the destination: fs.Put sees its stream fail and the
+// destination agent removes its temporary file.
 
 // CopyTree copies the directory src on from to the directory dst on to,
 // which is created if missing (its parent must exist) and filled if it
@@ -95,7 +95,7 @@ func (r *relayDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 	pr, pw := io.Pipe()
 	sized := make(chan int64, 1)
 	got := make(chan error, 1)
-	var checked []byte // the sha256 fs.Get checked, set before the last byte is
+	var checked []byte // the sha256 fs.Get checked; set before the last byte is released
 	go func() {
 		var held *holdLast
 		res, err := getTo(ctx, r.from, src, func(size int64) io.Writer {
