@@ -117,6 +117,11 @@ type benchResult struct {
 	// same in round trips of the matching rtt_floor row.
 	ExtraNS   float64 `json:"extra_ns,omitempty"`
 	ExtraRTTs float64 `json:"extra_rtts,omitempty"`
+	// OpenSSHPushNS is what delivering the same compressed agent costs
+	// OpenSSH (ssh_connect_cold's baseline − ssh_connect_cached's), and
+	// PushRatio is ExtraNS ÷ OpenSSHPushNS.
+	OpenSSHPushNS float64 `json:"openssh_push_ns,omitempty"`
+	PushRatio     float64 `json:"push_ratio,omitempty"`
 	// RTTRatio is spindle_ns ÷ one round trip through the latency proxy
 	// (the rtt_floor row's baseline_ns), for rows with added latency.
 	RTTRatio float64 `json:"rtt_ratio,omitempty"`
@@ -358,9 +363,12 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         delaying TCP proxy in front of sshd, 5 ms each way; rows *_10ms):
         ssh_true_seq (exec.Run true through one connection vs OpenSSH
         with a warm ControlMaster), ssh_true_seq_xcrypto (vs x/crypto/ssh,
-        a session per command), ssh_connect_cached and ssh_connect_cold
-        (connect + first call vs a fresh 'ssh host true'; cold empties the
-        agent cache first and adds extra_ns), rtt_floor_10ms (sys.Ping vs
+        a session per command), ssh_connect_cached (connect + first call
+        vs a fresh 'ssh host true'), ssh_connect_cold (the same with the
+        agent cache emptied first, vs a fresh ssh piping the same
+        compressed agent into 'gzip -dc'; extra_ns is cold − cached,
+        openssh_push_ns what the push costs OpenSSH, push_ratio their
+        quotient), rtt_floor_10ms (sys.Ping vs
         one TCP echo round trip through the proxy), become_sudo_true
         (100 commands through one sudo hop vs 'ssh host sudo -n true')
   via   via_true_seq (a command through two SSH hops vs 'ssh -J' over a

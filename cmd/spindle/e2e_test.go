@@ -235,8 +235,12 @@ func TestE2EBenchSSH(t *testing.T) {
 			t.Errorf("%s: latency_ms %v, want %v", n, row["latency_ms"], want)
 		}
 	}
-	if _, ok := rows["ssh_connect_cold"]["extra_ns"]; !ok {
-		t.Errorf("ssh_connect_cold has no extra_ns: %v", rows["ssh_connect_cold"])
+	for _, n := range []string{"ssh_connect_cold", "ssh_connect_cold_10ms"} {
+		for _, f := range []string{"extra_ns", "openssh_push_ns", "push_ratio"} {
+			if _, ok := rows[n][f]; !ok {
+				t.Errorf("%s has no %s: %v", n, f, rows[n])
+			}
+		}
 	}
 	// 10 ms of added round trip must show: nothing crosses it in less.
 	if f, _ := rows["rtt_floor_10ms"]["baseline_ns"].(float64); f < 9e6 {
