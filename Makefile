@@ -46,12 +46,14 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd third_party/yamux && $(GO) vet .
+	cd third_party/xcrypto && $(GO) vet ./...
 
-# third_party/yamux is a module of its own (patched yamux, see its
-# README.spindle.md): ./... does not reach it.
+# third_party/yamux and third_party/xcrypto are modules of their own
+# (patched copies, see their README.spindle.md): ./... does not reach them.
 unit: build lint
 	SPINDLE_AGENT=$(CURDIR)/bin/spindle-agent $(GO) test -race -count=1 -timeout 15m ./...
 	cd third_party/yamux && $(GO) test -race -count=1 .
+	cd third_party/xcrypto && $(GO) test -race -count=1 ./ssh
 
 test: test-deps unit
 

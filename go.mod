@@ -30,3 +30,5 @@ require (
 // its streams keep received data in pooled chunks instead of a buffer
 // that doubles (zeroed) whenever the reader lags.
 replace github.com/hashicorp/yamux => ./third_party/yamux
+
+replace golang.org/x/crypto => ./third_party/xcrypto
