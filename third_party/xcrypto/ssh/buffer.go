@@ -44,8 +44,13 @@ type element struct {
 // over 100 MiB of heap that the runtime kept returning to the kernel and
 // faulting back in. Measured on a 2-vCPU VM (see Spindle's BENCHMARKS.md):
 // the controller's CPU per 100 MiB fs.GetFile fell by a quarter.
+//
+// Only packets of at least half a pooled buffer are pooled: a channel
+// holds up to its window of unread data, and a peer sending small packets
+// could otherwise make each byte of that window cost several in buffers.
+// This way the memory a channel holds is at most twice its window.
 const (
-	pooledPacketMin  = 4 << 10
+	pooledPacketMin  = 16 << 10
 	pooledPacketSize = 32<<10 + 64 // the largest channel data packet we accept, and its header
 )
 
