@@ -122,8 +122,27 @@ func Main(opts ...Option) {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP)
 	defer stop()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stale atomic.Bool
+	if args.Unpacked {
+		// Just unpacked by the first stage: checked beside the first
+		// calls instead of before the hello (CheckUnpacked says why).
+		go func() {
+			if bad, err := bootstrap.CheckUnpacked(args); bad {
+				fmt.Fprintf(os.Stderr, "spindle-agent: %v: the agent file was removed, exiting; the next connection uploads it again\n", err)
+				stale.Store(true)
+				cancel()
+			} else if err != nil {
+				fmt.Fprintf(os.Stderr, "spindle-agent: warning: %v\n", err)
+			}
+		}()
+	}
 	err = Run(ctx, args, in, out, os.Stderr, opts...)
 	fs.CloseJournal()
+	if stale.Load() {
+		os.Exit(bootstrap.StaleExitCode)
+	}
 	if err != nil {
 		os.Exit(1)
 	}

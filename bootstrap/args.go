@@ -18,6 +18,11 @@ type AgentArgs struct {
 	// have (the first stage passes it when it runs a cached agent): on a
 	// mismatch the agent reports SPINDLE-STALE and exits (CheckSelf).
 	SHA256 string
+	// Unpacked says the first stage has just written the executable (the
+	// cold path, from gzip, which checked the stream's CRC-32 and length):
+	// the agent checks SHA256 after its hello instead of before it
+	// (CheckUnpacked), so that the ~5 ms hash overlaps the first calls.
+	Unpacked bool
 	// Fresh makes the first stage remove the cached agent instead of
 	// running it, so that the start uploads a new one: the retry after a
 	// cached agent was stale or died before its hello. Not an agent flag.
@@ -37,6 +42,9 @@ func (a AgentArgs) Argv() []string {
 	if a.SHA256 != "" {
 		argv = append(argv, "-sha256", a.SHA256)
 	}
+	if a.Unpacked {
+		argv = append(argv, "-unpacked")
+	}
 	return argv
 }
 
@@ -51,6 +59,7 @@ func ParseAgentArgs(argv []string) (AgentArgs, error) {
 	fs.StringVar(&a.Nonce, "nonce", "", "hello nonce")
 	fs.IntVar(&a.Verbosity, "v", 0, "verbosity")
 	fs.StringVar(&a.SHA256, "sha256", "", "expected sha256 of the agent's own executable")
+	fs.BoolVar(&a.Unpacked, "unpacked", false, "the executable was just unpacked: check -sha256 after the hello")
 	if err := fs.Parse(argv); err != nil {
 		return a, err
 	}
@@ -59,6 +68,9 @@ func ParseAgentArgs(argv []string) (AgentArgs, error) {
 	}
 	if a.SHA256 != "" && !isHex(a.SHA256, 64) {
 		return a, fmt.Errorf("invalid -sha256 (want 64 hex digits)")
+	}
+	if a.Unpacked && a.SHA256 == "" {
+		return a, fmt.Errorf("-unpacked without -sha256")
 	}
 	a.ID, a.Parent = uint32(*id), uint32(*parent)
 	return a, nil

@@ -15,3 +15,23 @@ func RemoteCommandNoProc(args AgentArgs, src Source, dirs string) (string, error
 
 // Gzipped exposes the gzip form sent on the wire.
 func Gzipped(b *Binary) ([]byte, error) { return gzipped(b) }
+
+// Mislabeled returns a Source that serves base's agents, salted as Salted
+// does, under the hash of other bytes: a controller whose agent and hash
+// got mixed up.
+func Mislabeled(base Source) Source { return &mislabeled{Source: Salted(base)} }
+
+type mislabeled struct{ Source }
+
+func (m *mislabeled) Agent(goos, goarch string) (*Binary, error) {
+	b, err := m.Source.Agent(goos, goarch)
+	if err != nil {
+		return nil, err
+	}
+	data, err := b.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	other := newBinary(goos, goarch, append(data[:len(data):len(data)], 'x'))
+	return &Binary{OS: goos, Arch: goarch, data: data, Size: len(data), Hash: other.Hash}, nil
+}

@@ -189,7 +189,9 @@ func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (stri
 	}
 	// x DIR/AGENT HASH: run the agent; exec is final (a failed exec ends
 	// the shell too).
-	run := fmt.Sprintf(`x() { `+stageProcs+`exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2"; }; `,
+	// A third argument (-unpacked, or nothing: unquoted, it vanishes) is
+	// passed on.
+	run := fmt.Sprintf(`x() { `+stageProcs+`exec "$1" -id %d -parent %d -name "%s" -nonce %s -v %d -sha256 "$2" $3; }; `,
 		a.ID, a.Parent, a.Name, a.Nonce, a.Verbosity)
 	// The effective uid from /proc with builtins only (a process start
 	// saved per hop), else from id.
@@ -218,22 +220,30 @@ func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (stri
 		`test -O "$1" || { w="$w $1: not owned by uid $u;"; return 1; }; }; ` +
 		"set -- " + dirs + "; " +
 		warm +
-		// Cold: the first directory we can create, own, write and run from.
-		// The probe is the temp file itself: empty and executable, it runs
-		// (as an empty script) unless the filesystem is noexec.
-		`w=; t=; for d; do test -n "$d" || continue; test -d "$d" || mkdir -p "$d" 2>/dev/null; k "$d" || continue; ` +
-		`p="$d/.agent-$$"; { : > "$p"; } 2>/dev/null || { w="$w $d: not writable;"; continue; }; ` +
-		`chmod 700 "$d" "$p" && "$p" 2>/dev/null && { t=$p; break; }; rm -f "$p"; w="$w $d: cannot run programs there (noexec?);"; done; ` +
-		`test -n "$t" || { echo "SPINDLE-ERROR no usable agent cache directory for uid $u (each must be a directory owned by the user, not a symlink, writable, allowing exec):$w"; exit 1; }; ` +
+		// Cold: ask for the agent first, so that the probe's processes run
+		// while the request travels (a cold start waits one round trip
+		// for the agent, not that plus the probe). The controller reads an
+		// error line after the request even while it is still sending.
 		`z=; for c in gzip xz zstd; do command -v $c >/dev/null 2>&1 && z=$z$c,; done; ` +
 		`echo "SPINDLE-NEED $n $s $m ${z:-none}"; ` +
+		// The first directory we can create, own, write and run from.
+		// The probe is the temp file itself: empty and executable, it runs
+		// (as an empty script) unless the filesystem is noexec. Nothing
+		// the probe starts may read stdin: the agent is arriving there.
+		`w=; t=; i=; for d; do test -n "$d" || continue; test -d "$d" || mkdir -p "$d" 2>/dev/null; k "$d" || continue; ` +
+		`p="$d/.agent-$$"; { : > "$p"; } 2>/dev/null || { w="$w $d: not writable;"; continue; }; ` +
+		`chmod 700 "$d" "$p" && "$p" < /dev/null 2>/dev/null && { t=$p; break; }; rm -f "$p"; w="$w $d: cannot run programs there (noexec?);"; done; ` +
+		`test -n "$t" || { echo "SPINDLE-ERROR no usable agent cache directory for uid $u (each must be a directory owned by the user, not a symlink, writable, allowing exec):$w"; exit 1; }; ` +
 		`read -r l c f h || { rm -f "$t"; exit 1; }; ` +
 		`test "$l" = SPINDLE-SEND || { rm -f "$t"; echo "SPINDLE-ERROR unexpected answer to SPINDLE-NEED: $l"; exit 1; }; ` +
-		`case $f in gzip) head -c "$c" | gzip -dc > "$t";; raw) head -c "$c" > "$t" && test $(($(wc -c < "$t"))) -eq "$c";; *) false;; esac || ` +
+		// gzip checked what it unpacked (CRC-32, length): the agent may
+		// hash itself after its hello (-unpacked). A raw upload is
+		// checked before, as a cached agent is.
+		`case $f in gzip) head -c "$c" | gzip -dc > "$t" && i=-unpacked;; raw) head -c "$c" > "$t" && test $(($(wc -c < "$t"))) -eq "$c";; *) false;; esac || ` +
 		`{ rm -f "$t"; echo "SPINDLE-ERROR could not receive the agent ($c bytes, $f) into $t: needs head -c and gzip"; exit 1; }; ` +
 		"a=agent-" + version.Version + "-${h%${h#????????????????}}; " +
 		`mv -f "$t" "$d/$a" || { rm -f "$t"; echo "SPINDLE-ERROR could not install the agent as $d/$a"; exit 1; }; ` +
-		`x "$d/$a" "$h"`
+		`x "$d/$a" "$h" $i`
 	if strings.ContainsAny(script, "'\\!\n\r") {
 		return "", fmt.Errorf("bootstrap: first stage would contain a quote, backslash, ! or newline")
 	}
@@ -307,10 +317,15 @@ func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, ar
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
+	if err == nil && rs.sendErr != nil {
+		err = rs.sendErr // a hello after a failed upload: not to be trusted
+	}
 	if err != nil {
 		release()
 		if ctx.Err() != nil {
 			err = ctx.Err()
+		} else if errors.Is(err, errNoHello) && rs.sendErr != nil {
+			err = fmt.Errorf("%w (%w)", rs.sendErr, err)
 		} else if errors.Is(err, errNoHello) && !rs.sent && !args.Fresh {
 			// The stage ran a cached agent that died before its hello,
 			// too broken to check itself (or the stage failed early):
@@ -344,6 +359,7 @@ type remoteStart struct {
 	wire     int
 	size     int
 	sendTime time.Duration
+	sendErr  error // the upload's write failed (reported if no better error comes)
 }
 
 // line handles the first stage's requests; anything else is noise.
@@ -400,11 +416,14 @@ func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
 	rs.log.Debug("sending agent", zap.String("context", rs.name), zap.String("platform", rs.platform),
 		zap.String("format", format), zap.Int("bytes", len(payload)))
 	t0 := time.Now()
+	// A failed write ends nothing yet: the stage asks before it has
+	// found a directory for the agent, and when it finds none it prints
+	// why and exits, which is what the user needs to read. The next
+	// lines say; sendErr is reported only if they do not.
 	if _, err := fmt.Fprintf(rs.w, "%s %d %s %s\n", SendPrefix, len(payload), format, bin.Hash); err != nil {
-		return fmt.Errorf("send agent: %w", err)
-	}
-	if _, err := rs.w.Write(payload); err != nil {
-		return fmt.Errorf("send agent: %w", err)
+		rs.sendErr = fmt.Errorf("send agent: %w", err)
+	} else if _, err := rs.w.Write(payload); err != nil {
+		rs.sendErr = fmt.Errorf("send agent: %w", err)
 	}
 	rs.sent, rs.format, rs.wire, rs.size, rs.sendTime = true, format, len(payload), bin.Size, time.Since(t0)
 	return nil

@@ -463,6 +463,10 @@ func TestRawUpload(t *testing.T) {
 	if logs.FilterMessageSnippet("MiB raw)").Len() != 1 {
 		t.Fatalf("not sent raw: %v", logs.All())
 	}
+	// Only gzip checks what it unpacked: a raw upload hashes before its hello.
+	if cmdline := agentCmdline(ctx, t, cx); strings.Contains(cmdline, "-unpacked") {
+		t.Errorf("a raw upload started the agent with -unpacked: %s", cmdline)
+	}
 }
 
 type fixedLog struct {
@@ -488,7 +492,85 @@ func coldStart(t *testing.T) (*target, *connector, []string) {
 	if len(files) != 1 {
 		t.Fatalf("cache holds %v", files)
 	}
+	waitForMemo(t, files[0])
 	return tg, c, files
+}
+
+// waitForMemo waits until the agent file's self-check memo exists: an
+// uploaded agent hashes itself after its hello (CheckUnpacked), so the
+// memo comes a few milliseconds after the start returned.
+func waitForMemo(t *testing.T, file string) string {
+	t.Helper()
+	memo := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".ok")
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(memo); err == nil && strings.Contains(string(b), " ") {
+			return string(b)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no self-check memo %s 20 s after an upload", memo)
+		}
+		time.Sleep(5 * time.Millisecond) // polling a file another process writes
+	}
+}
+
+// agentCmdline is the command line of the agent behind cx.
+func agentCmdline(ctx stdctx.Context, t *testing.T, cx rpc.Caller) string {
+	t.Helper()
+	info, err := sys.Info(ctx, cx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", info.PID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(b), "\x00", " ")
+}
+
+// TestUnpackedAgent: an uploaded (gzip) agent is started with -unpacked
+// and hashes itself after its hello, leaving the memo a warm start
+// trusts; a cached agent is started without it. An agent that does not
+// hash to the name it was uploaded under removes itself and exits.
+func TestUnpackedAgent(t *testing.T) {
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+	defer cancel()
+	tg := newTarget(t)
+	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
+	for i, want := range []bool{true, false} {
+		cx, closeFn, err := spindle.Dial(ctx, c, spindle.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmdline := agentCmdline(ctx, t, cx)
+		if got := strings.Contains(cmdline, " -unpacked"); got != want {
+			t.Errorf("start %d: -unpacked=%v, want %v: %s", i, got, want, cmdline)
+		}
+		files := agentFiles(t, tg.cacheDir())
+		if len(files) != 1 {
+			t.Fatalf("cache holds %v", files)
+		}
+		waitForMemo(t, files[0])
+		closeFn()
+	}
+
+	tg = newTarget(t)
+	c = &connector{tg: tg, sh: loginShells[0], src: bootstrap.Mislabeled(bootstrap.Default())}
+	cx, closeFn, err := spindle.Dial(ctx, c, spindle.Options{})
+	if err != nil {
+		// It may finish hashing, and exit, before its hello.
+		t.Logf("mislabelled agent, dial: %v", err)
+	} else {
+		defer closeFn()
+		select {
+		case <-cx.Done():
+		case <-ctx.Done():
+			t.Fatal("a mislabelled agent is still running")
+		}
+	}
+	if f := agentFiles(t, tg.cacheDir()); len(f) != 0 {
+		t.Fatalf("a mislabelled agent was not removed: %v", f)
+	}
 }
 
 // TestTamperedAgent: a cached agent whose bytes changed reports itself

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"time"
 
@@ -43,10 +44,36 @@ var ErrStaleAgent = errors.New("cached agent failed its self-check")
 // a memo beside itself naming its hash and its file's identity and times;
 // a later start whose file still has exactly that identity, size, mtime
 // and ctime (which every write changes) skips the hash.
+//
+// An agent started with -unpacked (args.Unpacked: the first stage has just
+// unpacked it) is not checked here but by CheckUnpacked, after its hello.
 func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
-	if args.SHA256 == "" {
+	if args.SHA256 == "" || args.Unpacked {
 		return false, nil
 	}
+	return checkSelf(w, args)
+}
+
+// CheckUnpacked is CheckSelf for an agent started with -unpacked, meant to
+// run after its hello, beside its first calls. The first stage has just
+// unpacked the file with gzip, which checked the stream's CRC-32 and
+// length, under the name the controller gave for this hash: the hash is
+// expected to match, and checking it before the hello would add its ~5 ms
+// to every cold start (BENCHMARKS.md). It reads in 32 KiB steps and yields
+// between them, so that on the agent's one P a call waits for at most one
+// step. It leaves the memo as CheckSelf does. On a mismatch it removes the
+// file and the memo and returns stale=true with an error saying so; it
+// prints nothing (stdout is the bus by now): the agent logs the error
+// and exits with StaleExitCode, and the next start uploads afresh.
+func CheckUnpacked(args AgentArgs) (stale bool, err error) {
+	if args.SHA256 == "" || !args.Unpacked {
+		return false, nil
+	}
+	return checkSelf(nil, args)
+}
+
+// checkSelf is CheckSelf's check; a stale line goes to w unless nil.
+func checkSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
 	// /proc/self/exe opens the very inode we run, even if the path was
 	// replaced since; elsewhere fall back to the path.
 	self := "/proc/self/exe"
@@ -83,7 +110,9 @@ func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
 	// soon as it reads the line, and its first stage must not find the
 	// stale file still there.
 	removeStaleSelf(self)
-	fmt.Fprintf(w, "%s %s %s\n", StalePrefix, args.Nonce, actual)
+	if w != nil {
+		fmt.Fprintf(w, "%s %s %s\n", StalePrefix, args.Nonce, actual)
+	}
 	return true, fmt.Errorf("agent self-check: executable hashes to %s, expected %s", actual, args.SHA256)
 }
 
@@ -124,7 +153,7 @@ func hashAndMemo(f *os.File, want, memo string) (string, error) {
 	var before, after unix.Stat_t
 	stable := unix.Fstat(int(f.Fd()), &before) == nil
 	h := newHasher()
-	if _, err := io.Copy(h, f); err != nil {
+	if _, err := io.Copy(h, yieldingReader{f}); err != nil {
 		return "", err
 	}
 	actual := hex.EncodeToString(h.Sum(nil))
@@ -172,4 +201,14 @@ func ownCachedAgent(self string) (string, bool) {
 		return "", false
 	}
 	return path, true
+}
+
+// yieldingReader lets other goroutines run before each read: a hash that
+// runs beside an agent's calls (CheckUnpacked) then delays them by one
+// read's worth of hashing at most, not by the whole file.
+type yieldingReader struct{ r io.Reader }
+
+func (y yieldingReader) Read(p []byte) (int, error) {
+	runtime.Gosched()
+	return y.r.Read(p)
 }
