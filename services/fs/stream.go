@@ -252,21 +252,47 @@ func handleChecksum(ctx context.Context, call *rpc.Call) (any, error) {
 // they are written (sync_file_range, SYNC_FILE_RANGE_WRITE: it does not
 // wait), so that the fsync before the rename, which the atomic write
 // needs, finds little left to do instead of the whole file.
+//
+// It also drops what is safely on disk from the page cache, a few chunks
+// behind (sync_file_range waiting for that range's write-back, then
+// POSIX_FADV_DONTNEED): a large file then occupies a window of
+// dropBehind bytes of cache instead of its whole size, and its pages are
+// reused for the chunks that follow. Without that, an atomic write of a
+// big file fills fresh memory while the old file's cache is still held,
+// which costs more than the copy where memory not touched lately is
+// expensive to touch again: on the CI VMs (free page reporting to the
+// host), writing 1 GiB into a new file takes 2.4 s against 0.4 s into
+// the truncated old one (dd). The data still reaches the disk before
+// the fsync as before; the waits only start once the disk has fallen
+// dropBehind bytes behind the network, where the fsync would wait
+// anyway.
 type writeBehind struct {
 	f       *os.File
 	off     int64 // bytes written
 	flushed int64 // bytes handed to write-back
+	dropped int64 // bytes written back and dropped from the cache
 }
 
-const writeBehindChunk = 8 << 20
+const (
+	writeBehindChunk = 8 << 20
+	dropBehind       = 4 * writeBehindChunk
+)
 
 func (w *writeBehind) Write(p []byte) (int, error) {
 	n, err := w.f.Write(p)
 	w.off += int64(n)
 	if w.off-w.flushed >= writeBehindChunk {
-		// Best effort: a filesystem without it just syncs at the end.
-		unix.SyncFileRange(int(w.f.Fd()), w.flushed, w.off-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
+		// Best effort, all of it: a filesystem without these (tmpfs,
+		// whose pages are the file) just syncs at the end.
+		fd := int(w.f.Fd())
+		unix.SyncFileRange(fd, w.flushed, w.off-w.flushed, unix.SYNC_FILE_RANGE_WRITE)
 		w.flushed = w.off
+		if end := w.flushed - dropBehind; end > w.dropped {
+			unix.SyncFileRange(fd, w.dropped, end-w.dropped,
+				unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER)
+			unix.Fadvise(fd, w.dropped, end-w.dropped, unix.FADV_DONTNEED)
+			w.dropped = end
+		}
 	}
 	return n, err
 }
