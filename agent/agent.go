@@ -125,10 +125,14 @@ func Main(opts ...Option) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var stale atomic.Bool
-	if args.Unpacked {
+	checked := make(chan struct{})
+	if !args.Unpacked {
+		close(checked)
+	} else {
 		// Just unpacked by the first stage: checked beside the first
 		// calls instead of before the hello (CheckUnpacked says why).
 		go func() {
+			defer close(checked)
 			if bad, err := bootstrap.CheckUnpacked(args); bad {
 				fmt.Fprintf(os.Stderr, "spindle-agent: %v: the agent file was removed, exiting; the next connection uploads it again\n", err)
 				stale.Store(true)
@@ -140,6 +144,9 @@ func Main(opts ...Option) {
 	}
 	err = Run(ctx, args, in, out, os.Stderr, opts...)
 	fs.CloseJournal()
+	// A short first connection must not end before the check: its memo
+	// spares every later start the hash (a few ms more to exit, once).
+	<-checked
 	if stale.Load() {
 		os.Exit(bootstrap.StaleExitCode)
 	}

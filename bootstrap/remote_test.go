@@ -492,8 +492,19 @@ func coldStart(t *testing.T) (*target, *connector, []string) {
 	if len(files) != 1 {
 		t.Fatalf("cache holds %v", files)
 	}
-	waitForMemo(t, files[0])
+	// The agent has exited (dial closed it), and an uploaded agent ends
+	// its self-check before it exits: the memo is there.
+	if _, ok := memoOf(files[0]); !ok {
+		t.Fatalf("no self-check memo beside %s after the uploaded agent exited", files[0])
+	}
 	return tg, c, files
+}
+
+// memoOf returns the self-check memo beside an agent file, if any.
+func memoOf(file string) (string, bool) {
+	memo := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".ok")
+	b, err := os.ReadFile(memo)
+	return string(b), err == nil && strings.Contains(string(b), " ")
 }
 
 // waitForMemo waits until the agent file's self-check memo exists: an
@@ -501,14 +512,13 @@ func coldStart(t *testing.T) (*target, *connector, []string) {
 // memo comes a few milliseconds after the start returned.
 func waitForMemo(t *testing.T, file string) string {
 	t.Helper()
-	memo := filepath.Join(filepath.Dir(file), "."+filepath.Base(file)+".ok")
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		if b, err := os.ReadFile(memo); err == nil && strings.Contains(string(b), " ") {
-			return string(b)
+		if m, ok := memoOf(file); ok {
+			return m
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("no self-check memo %s 20 s after an upload", memo)
+			t.Fatalf("no self-check memo beside %s 20 s after an upload", file)
 		}
 		time.Sleep(5 * time.Millisecond) // polling a file another process writes
 	}
