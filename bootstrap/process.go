@@ -34,6 +34,33 @@ func NewConn(h *Hello, r io.Reader, w io.WriteCloser, closeFn func() error) *Con
 func (c *Conn) Read(p []byte) (int, error)  { return c.r.Read(p) }
 func (c *Conn) Write(p []byte) (int, error) { return c.w.Write(p) }
 
+// afterHello returns a reader of what br, the reader the hello was read
+// through, still holds, then of r, the stream under it, directly. Reading
+// on through br would copy every byte of the connection once more: yamux
+// reads in pieces smaller than br's 64 KiB buffer, which a bufio.Reader
+// fills and copies from instead of reading into them.
+func afterHello(br *bufio.Reader, r io.Reader) io.Reader {
+	if br.Buffered() == 0 {
+		return r
+	}
+	return &drainFirst{br: br, r: r}
+}
+
+type drainFirst struct {
+	br *bufio.Reader // nil once drained
+	r  io.Reader
+}
+
+func (d *drainFirst) Read(p []byte) (int, error) {
+	if d.br != nil {
+		if d.br.Buffered() > 0 {
+			return d.br.Read(p)
+		}
+		d.br = nil
+	}
+	return d.r.Read(p)
+}
+
 // Close ends the stream and waits for the far end to go away.
 func (c *Conn) Close() error {
 	c.once.Do(func() {
@@ -90,7 +117,8 @@ func StartCommand(ctx context.Context, cmd *exec.Cmd, nonce, name string, log *z
 	}()
 	kill := func() { cmd.Process.Kill() }
 	stop := context.AfterFunc(ctx, kill)
-	br := bufio.NewReaderSize(spin.Reader(stdout, spin.Budget()), 64<<10)
+	in := spin.Reader(stdout, spin.Budget())
+	br := bufio.NewReaderSize(in, 64<<10)
 	hello, err := ReadHello(ctx, br, nonce, log)
 	stop()
 	if err != nil {
@@ -109,5 +137,5 @@ func StartCommand(ctx context.Context, cmd *exec.Cmd, nonce, name string, log *z
 		_ = waitErr
 		return nil
 	}
-	return NewConn(hello, br, stdin, closeFn), nil
+	return NewConn(hello, afterHello(br, in), stdin, closeFn), nil
 }

@@ -343,7 +343,7 @@ func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, ar
 		log.Info("agent cached", zap.String("context", name),
 			zap.String("platform", hello.OS+"/"+hello.Arch), zap.Duration("total", time.Since(rs.begin)))
 	}
-	return NewConn(hello, br, w, release), nil
+	return NewConn(hello, afterHello(br, stdout), w, release), nil
 }
 
 type remoteStart struct {
