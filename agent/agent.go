@@ -124,30 +124,29 @@ func Main(opts ...Option) {
 	defer stop()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stale atomic.Bool
-	checked := make(chan struct{})
+	// stale says, once the self-check is over, whether it failed.
+	stale := make(chan bool, 1)
 	if !args.Unpacked {
-		close(checked)
+		stale <- false
 	} else {
 		// Just unpacked by the first stage: checked beside the first
 		// calls instead of before the hello (CheckUnpacked says why).
 		go func() {
-			defer close(checked)
-			if bad, err := bootstrap.CheckUnpacked(args); bad {
+			bad, err := bootstrap.CheckUnpacked(args)
+			if bad {
 				fmt.Fprintf(os.Stderr, "spindle-agent: %v: the agent file was removed, exiting; the next connection uploads it again\n", err)
-				stale.Store(true)
 				cancel()
 			} else if err != nil {
 				fmt.Fprintf(os.Stderr, "spindle-agent: warning: %v\n", err)
 			}
+			stale <- bad
 		}()
 	}
 	err = Run(ctx, args, in, out, os.Stderr, opts...)
 	fs.CloseJournal()
 	// A short first connection must not end before the check: its memo
 	// spares every later start the hash (a few ms more to exit, once).
-	<-checked
-	if stale.Load() {
+	if <-stale {
 		os.Exit(bootstrap.StaleExitCode)
 	}
 	if err != nil {

@@ -250,14 +250,7 @@ func dial(t *testing.T, c *connector) (uploaded bool, took time.Duration) {
 // the commands it runs see neither it nor the marker.
 func checkOneProc(ctx stdctx.Context, t *testing.T, cx rpc.Caller) {
 	t.Helper()
-	info, err := sys.Info(ctx, cx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	environ, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", info.PID))
-	if err != nil {
-		t.Fatal(err)
-	}
+	environ := agentProcFile(ctx, t, cx, "environ")
 	if !slices.Contains(strings.Split(string(environ), "\x00"), "GOMAXPROCS=1") {
 		t.Errorf("agent started without GOMAXPROCS=1: %q", environ)
 	}
@@ -527,15 +520,21 @@ func waitForMemo(t *testing.T, file string) string {
 // agentCmdline is the command line of the agent behind cx.
 func agentCmdline(ctx stdctx.Context, t *testing.T, cx rpc.Caller) string {
 	t.Helper()
+	return strings.ReplaceAll(agentProcFile(ctx, t, cx, "cmdline"), "\x00", " ")
+}
+
+// agentProcFile reads /proc/PID/name of the agent behind cx.
+func agentProcFile(ctx stdctx.Context, t *testing.T, cx rpc.Caller, name string) string {
+	t.Helper()
 	info, err := sys.Info(ctx, cx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", info.PID))
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/%s", info.PID, name))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return strings.ReplaceAll(string(b), "\x00", " ")
+	return string(b)
 }
 
 // TestUnpackedAgent: an uploaded (gzip) agent is started with -unpacked
