@@ -87,23 +87,47 @@ type kexAlgorithm interface {
 }
 
 // dhGroup is a multiplicative group suitable for implementing Diffie-Hellman key agreement.
+//
+// Spindle: its numbers come from params, which parses the group's prime on
+// first use. Upstream parses the three primes in this package's init, a
+// third of the instructions of starting any program that imports it (a
+// Spindle agent included), for key exchanges that are rarely negotiated.
 type dhGroup struct {
+	params   func() *dhParams
+	hashFunc crypto.Hash
+}
+
+// dhParams are a Diffie-Hellman group's generator, prime, and prime - 1.
+type dhParams struct {
 	g, p, pMinus1 *big.Int
-	hashFunc      crypto.Hash
+}
+
+// lazyDHParams returns a function that parses prime (hex, generator 2) on
+// its first call and returns the same params from then on.
+func lazyDHParams(prime string) func() *dhParams {
+	return sync.OnceValue(func() *dhParams {
+		p, ok := new(big.Int).SetString(prime, 16)
+		if !ok {
+			panic("ssh: bad Diffie-Hellman prime")
+		}
+		return &dhParams{g: new(big.Int).SetInt64(2), p: p, pMinus1: new(big.Int).Sub(p, bigOne)}
+	})
 }
 
 func (group *dhGroup) diffieHellman(theirPublic, myPrivate *big.Int) (*big.Int, error) {
-	if theirPublic.Cmp(bigOne) <= 0 || theirPublic.Cmp(group.pMinus1) >= 0 {
+	params := group.params()
+	if theirPublic.Cmp(bigOne) <= 0 || theirPublic.Cmp(params.pMinus1) >= 0 {
 		return nil, errors.New("ssh: DH parameter out of bounds")
 	}
-	return new(big.Int).Exp(theirPublic, myPrivate, group.p), nil
+	return new(big.Int).Exp(theirPublic, myPrivate, params.p), nil
 }
 
 func (group *dhGroup) Client(c packetConn, randSource io.Reader, magics *handshakeMagics) (*kexResult, error) {
+	params := group.params()
 	var x *big.Int
 	for {
 		var err error
-		if x, err = rand.Int(randSource, group.pMinus1); err != nil {
+		if x, err = rand.Int(randSource, params.pMinus1); err != nil {
 			return nil, err
 		}
 		if x.Sign() > 0 {
@@ -111,7 +135,7 @@ func (group *dhGroup) Client(c packetConn, randSource io.Reader, magics *handsha
 		}
 	}
 
-	X := new(big.Int).Exp(group.g, x, group.p)
+	X := new(big.Int).Exp(params.g, x, params.p)
 	kexDHInit := kexDHInitMsg{
 		X: X,
 	}
@@ -153,6 +177,7 @@ func (group *dhGroup) Client(c packetConn, randSource io.Reader, magics *handsha
 }
 
 func (group *dhGroup) Server(c packetConn, randSource io.Reader, magics *handshakeMagics, priv AlgorithmSigner, algo string) (result *kexResult, err error) {
+	params := group.params()
 	packet, err := c.readPacket()
 	if err != nil {
 		return
@@ -164,7 +189,7 @@ func (group *dhGroup) Server(c packetConn, randSource io.Reader, magics *handsha
 
 	var y *big.Int
 	for {
-		if y, err = rand.Int(randSource, group.pMinus1); err != nil {
+		if y, err = rand.Int(randSource, params.pMinus1); err != nil {
 			return
 		}
 		if y.Sign() > 0 {
@@ -172,7 +197,7 @@ func (group *dhGroup) Server(c packetConn, randSource io.Reader, magics *handsha
 		}
 	}
 
-	Y := new(big.Int).Exp(group.g, y, group.p)
+	Y := new(big.Int).Exp(params.g, y, params.p)
 	ki, err := group.diffieHellman(kexDHInit.X, y)
 	if err != nil {
 		return nil, err
@@ -218,18 +243,22 @@ func (group *dhGroup) Server(c packetConn, randSource io.Reader, magics *handsha
 
 // ecdh performs Elliptic Curve Diffie-Hellman key exchange as
 // described in RFC 5656, section 4.
+// Spindle: newCurve (elliptic.P256 and the like) is called when the key
+// exchange runs: the first call builds every NIST curve's parameters,
+// which upstream's init did for any program importing this package.
 type ecdh struct {
-	curve elliptic.Curve
+	newCurve func() elliptic.Curve
 }
 
 func (kex *ecdh) Client(c packetConn, rand io.Reader, magics *handshakeMagics) (*kexResult, error) {
-	ephKey, err := ecdsa.GenerateKey(kex.curve, rand)
+	curve := kex.newCurve()
+	ephKey, err := ecdsa.GenerateKey(curve, rand)
 	if err != nil {
 		return nil, err
 	}
 
 	kexInit := kexECDHInitMsg{
-		ClientPubKey: elliptic.Marshal(kex.curve, ephKey.PublicKey.X, ephKey.PublicKey.Y),
+		ClientPubKey: elliptic.Marshal(curve, ephKey.PublicKey.X, ephKey.PublicKey.Y),
 	}
 
 	serialized := Marshal(&kexInit)
@@ -247,15 +276,15 @@ func (kex *ecdh) Client(c packetConn, rand io.Reader, magics *handshakeMagics) (
 		return nil, err
 	}
 
-	x, y, err := unmarshalECKey(kex.curve, reply.EphemeralPubKey)
+	x, y, err := unmarshalECKey(curve, reply.EphemeralPubKey)
 	if err != nil {
 		return nil, err
 	}
 
 	// generate shared secret
-	secret, _ := kex.curve.ScalarMult(x, y, ephKey.D.Bytes())
+	secret, _ := curve.ScalarMult(x, y, ephKey.D.Bytes())
 
-	h := ecHash(kex.curve).New()
+	h := ecHash(curve).New()
 	magics.write(h)
 	writeString(h, reply.HostKey)
 	writeString(h, kexInit.ClientPubKey)
@@ -269,7 +298,7 @@ func (kex *ecdh) Client(c packetConn, rand io.Reader, magics *handshakeMagics) (
 		K:         K,
 		HostKey:   reply.HostKey,
 		Signature: reply.Signature,
-		Hash:      ecHash(kex.curve),
+		Hash:      ecHash(curve),
 	}, nil
 }
 
@@ -316,6 +345,7 @@ func validateECPublicKey(curve elliptic.Curve, x, y *big.Int) bool {
 }
 
 func (kex *ecdh) Server(c packetConn, rand io.Reader, magics *handshakeMagics, priv AlgorithmSigner, algo string) (result *kexResult, err error) {
+	curve := kex.newCurve()
 	packet, err := c.readPacket()
 	if err != nil {
 		return nil, err
@@ -326,7 +356,7 @@ func (kex *ecdh) Server(c packetConn, rand io.Reader, magics *handshakeMagics, p
 		return nil, err
 	}
 
-	clientX, clientY, err := unmarshalECKey(kex.curve, kexECDHInit.ClientPubKey)
+	clientX, clientY, err := unmarshalECKey(curve, kexECDHInit.ClientPubKey)
 	if err != nil {
 		return nil, err
 	}
@@ -334,19 +364,19 @@ func (kex *ecdh) Server(c packetConn, rand io.Reader, magics *handshakeMagics, p
 	// We could cache this key across multiple users/multiple
 	// connection attempts, but the benefit is small. OpenSSH
 	// generates a new key for each incoming connection.
-	ephKey, err := ecdsa.GenerateKey(kex.curve, rand)
+	ephKey, err := ecdsa.GenerateKey(curve, rand)
 	if err != nil {
 		return nil, err
 	}
 
 	hostKeyBytes := priv.PublicKey().Marshal()
 
-	serializedEphKey := elliptic.Marshal(kex.curve, ephKey.PublicKey.X, ephKey.PublicKey.Y)
+	serializedEphKey := elliptic.Marshal(curve, ephKey.PublicKey.X, ephKey.PublicKey.Y)
 
 	// generate shared secret
-	secret, _ := kex.curve.ScalarMult(clientX, clientY, ephKey.D.Bytes())
+	secret, _ := curve.ScalarMult(clientX, clientY, ephKey.D.Bytes())
 
-	h := ecHash(kex.curve).New()
+	h := ecHash(curve).New()
 	magics.write(h)
 	writeString(h, hostKeyBytes)
 	writeString(h, kexECDHInit.ClientPubKey)
@@ -381,7 +411,7 @@ func (kex *ecdh) Server(c packetConn, rand io.Reader, magics *handshakeMagics, p
 		K:         K,
 		HostKey:   reply.HostKey,
 		Signature: sig,
-		Hash:      ecHash(kex.curve),
+		Hash:      ecHash(curve),
 	}, nil
 }
 
@@ -407,9 +437,9 @@ func init() {
 	// mlkem768x25519-sha256 we'll work with fips140=on but not fips140=only
 	// until Go 1.26.
 	kexAlgoMap[KeyExchangeMLKEM768X25519] = &mlkem768WithCurve25519sha256{}
-	kexAlgoMap[KeyExchangeECDHP521] = &ecdh{elliptic.P521()}
-	kexAlgoMap[KeyExchangeECDHP384] = &ecdh{elliptic.P384()}
-	kexAlgoMap[KeyExchangeECDHP256] = &ecdh{elliptic.P256()}
+	kexAlgoMap[KeyExchangeECDHP521] = &ecdh{elliptic.P521}
+	kexAlgoMap[KeyExchangeECDHP384] = &ecdh{elliptic.P384}
+	kexAlgoMap[KeyExchangeECDHP256] = &ecdh{elliptic.P256}
 
 	if fips140.Enabled() {
 		defaultKexAlgos = slices.DeleteFunc(defaultKexAlgos, func(algo string) bool {
@@ -419,38 +449,12 @@ func init() {
 		return
 	}
 
-	p, _ := new(big.Int).SetString(oakleyGroup2, 16)
-	kexAlgoMap[InsecureKeyExchangeDH1SHA1] = &dhGroup{
-		g:        new(big.Int).SetInt64(2),
-		p:        p,
-		pMinus1:  new(big.Int).Sub(p, bigOne),
-		hashFunc: crypto.SHA1,
-	}
-
-	p, _ = new(big.Int).SetString(oakleyGroup14, 16)
-	group14 := &dhGroup{
-		g:       new(big.Int).SetInt64(2),
-		p:       p,
-		pMinus1: new(big.Int).Sub(p, bigOne),
-	}
-
-	kexAlgoMap[InsecureKeyExchangeDH14SHA1] = &dhGroup{
-		g: group14.g, p: group14.p, pMinus1: group14.pMinus1,
-		hashFunc: crypto.SHA1,
-	}
-	kexAlgoMap[KeyExchangeDH14SHA256] = &dhGroup{
-		g: group14.g, p: group14.p, pMinus1: group14.pMinus1,
-		hashFunc: crypto.SHA256,
-	}
-
-	p, _ = new(big.Int).SetString(oakleyGroup16, 16)
-
-	kexAlgoMap[KeyExchangeDH16SHA512] = &dhGroup{
-		g:        new(big.Int).SetInt64(2),
-		p:        p,
-		pMinus1:  new(big.Int).Sub(p, bigOne),
-		hashFunc: crypto.SHA512,
-	}
+	// Spindle: the primes are parsed on first use (dhGroup).
+	kexAlgoMap[InsecureKeyExchangeDH1SHA1] = &dhGroup{params: lazyDHParams(oakleyGroup2), hashFunc: crypto.SHA1}
+	group14 := lazyDHParams(oakleyGroup14)
+	kexAlgoMap[InsecureKeyExchangeDH14SHA1] = &dhGroup{params: group14, hashFunc: crypto.SHA1}
+	kexAlgoMap[KeyExchangeDH14SHA256] = &dhGroup{params: group14, hashFunc: crypto.SHA256}
+	kexAlgoMap[KeyExchangeDH16SHA512] = &dhGroup{params: lazyDHParams(oakleyGroup16), hashFunc: crypto.SHA512}
 
 	kexAlgoMap[KeyExchangeCurve25519] = &curve25519sha256{}
 	kexAlgoMap[keyExchangeCurve25519LibSSH] = &curve25519sha256{}
