@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"strconv"
@@ -54,7 +54,11 @@ func (c *Client) Listen(n, addr string) (net.Listener, error) {
 
 const openSSHPrefix = "OpenSSH_"
 
-var portRandomizer = rand.New(rand.NewSource(time.Now().UnixNano()))
+// Spindle: ports come from math/rand/v2's global generator. Upstream
+// seeded a math/rand.Rand here in every importing program's init (about
+// 40,000 instructions and a 5 KB allocation, at every agent start) for a
+// workaround for OpenSSH < 6 that few programs reach, and used it from any
+// goroutine without a lock.
 
 // isBrokenOpenSSHVersion returns true if the given version string
 // specifies a version of OpenSSH that is known to have a bug in port
@@ -83,7 +87,7 @@ func (c *Client) autoPortListenWorkaround(laddr *net.TCPAddr) (net.Listener, err
 	const tries = 10
 	for i := 0; i < tries; i++ {
 		addr := *laddr
-		addr.Port = 1024 + portRandomizer.Intn(60000)
+		addr.Port = 1024 + rand.IntN(60000)
 		sshListener, err = c.ListenTCP(&addr)
 		if err == nil {
 			laddr.Port = addr.Port
