@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sync"
 )
 
@@ -38,10 +39,18 @@ type Binary struct {
 	// controller) and is checked before use.
 	readGz func() ([]byte, error)
 	fetch  func() ([]byte, error)
+	// readZst, when set, reads a zstd form (`make build` embeds one when
+	// it finds the zstd program), sent instead of the gzip one to targets
+	// that have zstd (Payload).
+	readZst func() ([]byte, error)
 
 	gzOnce sync.Once
 	gz     []byte // the gzip form, once read
 	gzErr  error
+
+	zstOnce sync.Once
+	zst     []byte // the zstd form, once read
+	zstErr  error
 
 	once sync.Once
 	data []byte
@@ -70,6 +79,33 @@ func (b *Binary) Bytes() ([]byte, error) {
 // Gzip returns the binary's gzip form: the one it came with, or one made
 // once and kept for the process's lifetime.
 func (b *Binary) Gzip() ([]byte, error) { return gzipped(b) }
+
+// Payload returns what a first stage that offered decompressors (its
+// SPINDLE-NEED line's list) is sent, and the format its SPINDLE-SEND line
+// names: the zstd form where the target has zstd and the binary has one
+// (the 7 MB agent inflates in 10 ms of CPU against gzip's 40, and is 15 %
+// smaller), else the gzip form where the target has gzip, else the
+// binary itself. xz, which some targets offer, is never chosen: it is
+// smaller still but inflates three times slower than gzip.
+func (b *Binary) Payload(decompressors []string) (payload []byte, format string, err error) {
+	if b.readZst != nil && slices.Contains(decompressors, "zstd") {
+		b.zstOnce.Do(func() {
+			if b.zst, b.zstErr = b.readZst(); b.zstErr == nil && len(b.zst) == 0 {
+				b.zstErr = errors.New("empty")
+			}
+			if b.zstErr != nil {
+				b.zstErr = fmt.Errorf("zstd form of the agent for %s/%s: %w (rebuild with `make build`)", b.OS, b.Arch, b.zstErr)
+			}
+		})
+		return b.zst, "zstd", b.zstErr
+	}
+	if slices.Contains(decompressors, "gzip") {
+		gz, err := gzipped(b)
+		return gz, "gzip", err
+	}
+	data, err := b.Bytes()
+	return data, "raw", err
+}
 
 // compressed returns the gzip form the binary came with (embedded, or
 // fetched and checked), or nil if it has none.
@@ -181,7 +217,7 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 			if _, err := fmt.Sscan(string(sum), &hash, &size); err != nil || !isHex(hash, 64) || size <= 0 {
 				return nil, fmt.Errorf("embedded agent for %s/%s: bad manifest %q (rebuild with `make build`)", goos, goarch, sum)
 			}
-			return &Binary{OS: goos, Arch: goarch, Hash: hash, Size: size, readGz: embeddedFile(name + ".gz")}, nil
+			return &Binary{OS: goos, Arch: goarch, Hash: hash, Size: size, readGz: embeddedFile(name + ".gz"), readZst: embeddedZst(name)}, nil
 		}
 		gz, err := embedded.ReadFile(name + ".gz")
 		if err != nil {
@@ -197,6 +233,7 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 		}
 		bin := newBinary(goos, goarch, data)
 		bin.readGz = embeddedFile(name + ".gz") // gzip -9 by `make build`: sent as is
+		bin.readZst = embeddedZst(name)
 		return bin, nil
 	}
 	if own {
@@ -214,6 +251,17 @@ func (b *builtin) load(goos, goarch string) (*Binary, error) {
 // embeddedFile reads one of the build's embedded files.
 func embeddedFile(name string) func() ([]byte, error) {
 	return func() ([]byte, error) { return embedded.ReadFile(name) }
+}
+
+// embeddedZst reads the zstd form embedded beside the gzip one, if the
+// build made one (it needs the zstd program), else returns nil. Like the
+// gzip form it is not checked here: an agent unpacked from it hashes
+// itself before anything trusts it (CheckUnpacked).
+func embeddedZst(name string) func() ([]byte, error) {
+	if _, err := iofs.Stat(embedded, name+".zst"); err != nil {
+		return nil
+	}
+	return embeddedFile(name + ".zst")
 }
 
 func readAgentFile(path, goos, goarch string) (*Binary, error) {

@@ -136,3 +136,55 @@ func TestWithManifestsFetchesOnce(t *testing.T) {
 		t.Fatal("a corrupt agent was kept")
 	}
 }
+
+// Payload sends zstd where the target has zstd and the binary a zstd
+// form, else gzip where it has gzip, else the binary itself; never xz.
+func TestPayloadChoice(t *testing.T) {
+	data := bytes.Repeat([]byte("spindle agent "), 1000)
+	zst := []byte("a zstd form")
+	withZst := func() *Binary {
+		b := newBinary("linux", "amd64", data)
+		b.readGz = func() ([]byte, error) { return gzipOf(t, data), nil }
+		b.readZst = func() ([]byte, error) { return zst, nil }
+		return b
+	}
+	gzOnly := func() *Binary {
+		b := newBinary("linux", "amd64", data)
+		b.readGz = func() ([]byte, error) { return gzipOf(t, data), nil }
+		return b
+	}
+	for _, tc := range []struct {
+		name   string
+		bin    *Binary
+		offers []string
+		want   string
+	}{
+		{"zstd first", withZst(), []string{"gzip", "xz", "zstd", ""}, "zstd"},
+		{"no zstd on the target", withZst(), []string{"gzip", "xz", ""}, "gzip"},
+		{"no zstd form", gzOnly(), []string{"gzip", "zstd", ""}, "gzip"},
+		{"zstd only", withZst(), []string{"zstd", ""}, "zstd"},
+		{"xz only", withZst(), []string{"xz", ""}, "raw"},
+		{"none", withZst(), []string{"none"}, "raw"},
+	} {
+		payload, format, err := tc.bin.Payload(tc.offers)
+		if err != nil || format != tc.want {
+			t.Errorf("%s: format %q, %v; want %q", tc.name, format, err, tc.want)
+			continue
+		}
+		switch format {
+		case "zstd":
+			if !bytes.Equal(payload, zst) {
+				t.Errorf("%s: not the zstd form", tc.name)
+			}
+		case "raw":
+			if !bytes.Equal(payload, data) {
+				t.Errorf("%s: not the binary", tc.name)
+			}
+		}
+	}
+	broken := newBinary("linux", "amd64", data)
+	broken.readZst = func() ([]byte, error) { return nil, errors.New("file does not exist") }
+	if _, _, err := broken.Payload([]string{"gzip", "zstd"}); err == nil || !strings.Contains(err.Error(), "linux/amd64") || !strings.Contains(err.Error(), "make build") {
+		t.Errorf("unreadable zstd form: %v", err)
+	}
+}

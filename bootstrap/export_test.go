@@ -35,3 +35,33 @@ func (m *mislabeled) Agent(goos, goarch string) (*Binary, error) {
 	other := newBinary(goos, goarch, append(data[:len(data):len(data)], 'x'))
 	return &Binary{OS: goos, Arch: goarch, data: data, Size: len(data), Hash: other.Hash}, nil
 }
+
+// WithZstd returns a Source that serves base's agents with a gzip form
+// and a zstd form made by compress (from the uncompressed binary), as
+// `make build` embeds both when it finds zstd.
+func WithZstd(base Source, compress func([]byte) ([]byte, error)) Source {
+	return &withZstd{Source: base, compress: compress}
+}
+
+type withZstd struct {
+	Source
+	compress func([]byte) ([]byte, error)
+}
+
+func (w *withZstd) Agent(goos, goarch string) (*Binary, error) {
+	b, err := w.Source.Agent(goos, goarch)
+	if err != nil {
+		return nil, err
+	}
+	data, err := b.Bytes()
+	if err != nil {
+		return nil, err
+	}
+	nb := newBinary(goos, goarch, data)
+	nb.readGz = func() ([]byte, error) { return gzipped(b) }
+	nb.readZst = func() ([]byte, error) { return w.compress(data) }
+	return nb, nil
+}
+
+// ZstdRawFrame exposes the frame Salted appends to a zstd form.
+func ZstdRawFrame(data []byte) []byte { return zstdRawFrame(data) }

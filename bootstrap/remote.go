@@ -236,11 +236,11 @@ func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (stri
 		`test -n "$t" || { echo "SPINDLE-ERROR no usable agent cache directory for uid $u (each must be a directory owned by the user, not a symlink, writable, allowing exec):$w"; exit 1; }; ` +
 		`read -r l c f h || { rm -f "$t"; exit 1; }; ` +
 		`test "$l" = SPINDLE-SEND || { rm -f "$t"; echo "SPINDLE-ERROR unexpected answer to SPINDLE-NEED: $l"; exit 1; }; ` +
-		// gzip checked what it unpacked (CRC-32, length): the agent may
-		// hash itself after its hello (-unpacked). A raw upload is
-		// checked before, as a cached agent is.
-		`case $f in gzip) head -c "$c" | gzip -dc > "$t" && i=-unpacked;; raw) head -c "$c" > "$t" && test $(($(wc -c < "$t"))) -eq "$c";; *) false;; esac || ` +
-		`{ rm -f "$t"; echo "SPINDLE-ERROR could not receive the agent ($c bytes, $f) into $t: needs head -c and gzip"; exit 1; }; ` +
+		// gzip and zstd checked what they unpacked (CRC-32 or XXH64, and
+		// length): the agent may hash itself after its hello (-unpacked).
+		// A raw upload is checked before, as a cached agent is.
+		`case $f in gzip|zstd) head -c "$c" | $f -dc > "$t" && i=-unpacked;; raw) head -c "$c" > "$t" && test $(($(wc -c < "$t"))) -eq "$c";; *) false;; esac || ` +
+		`{ rm -f "$t"; echo "SPINDLE-ERROR could not receive the agent ($c bytes, $f) into $t: needs head -c, and $f -dc unless raw"; exit 1; }; ` +
 		"a=agent-" + version.Version + "-${h%${h#????????????????}}; " +
 		`mv -f "$t" "$d/$a" || { rm -f "$t"; echo "SPINDLE-ERROR could not install the agent as $d/$a"; exit 1; }; ` +
 		`x "$d/$a" "$h" $i`
@@ -267,8 +267,8 @@ func safeWord(s string) bool {
 // RemoteStart runs the controller's side of the first stage (the command
 // from RemoteCommand, same args and src) over a started remote command's
 // stdio: it skips login noise (logged at debug, at most 1 MiB), answers a
-// SPINDLE-NEED with the agent for the platform named (gzip when the target
-// has gzip, else raw), and returns a Conn positioned after the hello. It
+// SPINDLE-NEED with the agent for the platform named (in the form
+// Binary.Payload picks), and returns a Conn positioned after the hello. It
 // logs at info level whether the agent was cached or uploaded, with sizes
 // and times.
 //
@@ -397,21 +397,9 @@ func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
 	if err != nil {
 		return fmt.Errorf("the target is %s/%s: %w", goos, goarch, err)
 	}
-	var payload []byte
-	format := "raw"
-	for _, d := range decompressors {
-		if d == "gzip" {
-			if payload, err = gzipped(bin); err != nil {
-				return err
-			}
-			format = "gzip"
-			break
-		}
-	}
-	if format == "raw" {
-		if payload, err = bin.Bytes(); err != nil {
-			return err
-		}
+	payload, format, err := bin.Payload(decompressors)
+	if err != nil {
+		return err
 	}
 	rs.log.Debug("sending agent", zap.String("context", rs.name), zap.String("platform", rs.platform),
 		zap.String("format", format), zap.Int("bytes", len(payload)))

@@ -428,7 +428,8 @@ func TestTruncatedAgentAfterMemo(t *testing.T) {
 	}
 }
 
-// rawOnly hides gzip from the stage's PATH: the agent travels raw.
+// TestRawUpload hides gzip and zstd from the stage's PATH: the agent
+// travels raw.
 func TestRawUpload(t *testing.T) {
 	tg := newTarget(t)
 	bin := t.TempDir()
@@ -441,6 +442,33 @@ func TestRawUpload(t *testing.T) {
 	}
 	tg.path = bin
 	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
+	msg, cmdline := uploadWithLog(t, c)
+	if !strings.HasSuffix(msg, " raw)") {
+		t.Fatalf("not sent raw: %q", msg)
+	}
+	// Only gzip and zstd check what they unpack: a raw upload hashes
+	// before its hello.
+	if strings.Contains(cmdline, "-unpacked") {
+		t.Errorf("a raw upload started the agent with -unpacked: %s", cmdline)
+	}
+}
+
+// zstdOf compresses with the zstd program (level 3: the test need not
+// wait for -19).
+func zstdOf(t *testing.T) func([]byte) ([]byte, error) {
+	t.Helper()
+	zstd := need(t, "zstd")
+	return func(data []byte) ([]byte, error) {
+		cmd := exec.Command(zstd, "-3", "-q", "-c")
+		cmd.Stdin = bytes.NewReader(data)
+		return cmd.Output()
+	}
+}
+
+// uploadWithLog starts an agent through c, logging at debug, and returns
+// what "agent uploaded (…)" said and the agent's command line.
+func uploadWithLog(t *testing.T, c *connector) (uploaded, cmdline string) {
+	t.Helper()
 	core, logs := observer.New(zapcore.DebugLevel)
 	c.log = zap.New(core)
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
@@ -453,12 +481,97 @@ func TestRawUpload(t *testing.T) {
 	if err := sys.Ping(ctx, cx); err != nil {
 		t.Fatal(err)
 	}
-	if logs.FilterMessageSnippet("MiB raw)").Len() != 1 {
-		t.Fatalf("not sent raw: %v", logs.All())
+	up := logs.FilterMessageSnippet("agent uploaded (").All()
+	if len(up) != 1 {
+		t.Fatalf("want one upload logged: %v", logs.All())
 	}
-	// Only gzip checks what it unpacked: a raw upload hashes before its hello.
-	if cmdline := agentCmdline(ctx, t, cx); strings.Contains(cmdline, "-unpacked") {
-		t.Errorf("a raw upload started the agent with -unpacked: %s", cmdline)
+	return up[0].Message, agentCmdline(ctx, t, cx)
+}
+
+// TestZstdUpload: where the target has zstd and the agent a zstd form,
+// the agent travels as zstd, is unpacked by zstd -dc (which checks its
+// XXH64), and hashes itself after its hello, as after gzip. Without zstd
+// on the target the same agent travels as gzip.
+func TestZstdUpload(t *testing.T) {
+	src := bootstrap.WithZstd(bootstrap.Default(), zstdOf(t))
+	tg := newTarget(t)
+	c := &connector{tg: tg, sh: loginShells[0], src: src}
+	msg, cmdline := uploadWithLog(t, c)
+	if !strings.HasSuffix(msg, " zstd)") || !strings.Contains(cmdline, " -unpacked") {
+		t.Fatalf("with zstd on the target: %q, agent %s", msg, cmdline)
+	}
+	files := agentFiles(t, tg.cacheDir())
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
+	}
+	waitForMemo(t, files[0]) // the self-check passed
+
+	tg = newTarget(t)
+	onlyOnPath(t, tg, "sh", "id", "uname", "mkdir", "chmod", "rm", "head", "gzip", "wc", "mv")
+	c = &connector{tg: tg, sh: loginShells[0], src: src}
+	if msg, _ := uploadWithLog(t, c); !strings.HasSuffix(msg, " gzip)") {
+		t.Fatalf("without zstd on the target: %q", msg)
+	}
+}
+
+// TestCorruptZstd: zstd -dc refuses a damaged stream, the stage says it
+// could not receive the agent, and nothing is left in the cache.
+func TestCorruptZstd(t *testing.T) {
+	compress := zstdOf(t)
+	src := bootstrap.WithZstd(bootstrap.Default(), func(data []byte) ([]byte, error) {
+		z, err := compress(data)
+		if err == nil {
+			z[len(z)/2] ^= 0x55
+		}
+		return z, err
+	})
+	tg := newTarget(t)
+	c := &connector{tg: tg, sh: loginShells[0], src: src, log: zap.NewNop()}
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+	defer cancel()
+	_, closeFn, err := spindle.Dial(ctx, c, spindle.Options{})
+	if err == nil {
+		closeFn()
+		t.Fatal("started from a corrupt zstd stream")
+	}
+	if !strings.Contains(err.Error(), "could not receive the agent") || !strings.Contains(err.Error(), "zstd") {
+		t.Fatalf("corrupt zstd stream: %v", err)
+	}
+	if left, _ := os.ReadDir(tg.cacheDir()); len(left) != 0 {
+		t.Fatalf("left in the cache: %v", left)
+	}
+}
+
+// Salted keeps the base's compressed forms, the salt appended as one
+// more gzip member or zstd frame: gzip -dc and zstd -dc give the salted
+// agent.
+func TestSaltedKeepsCompressedForms(t *testing.T) {
+	base := bootstrap.WithZstd(bootstrap.Default(), zstdOf(t))
+	b, err := bootstrap.Salted(base).Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := b.Bytes()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, format := range []string{"gzip", "zstd"} {
+		payload, got, err := b.Payload([]string{format})
+		if err != nil || got != format {
+			t.Fatalf("%s: format %q, %v", format, got, err)
+		}
+		cmd := exec.Command(need(t, format), "-dc")
+		cmd.Stdin = bytes.NewReader(payload)
+		out, err := cmd.Output()
+		if err != nil || !bytes.Equal(out, want) {
+			t.Fatalf("%s -dc of the salted form: %d bytes (want %d), %v", format, len(out), len(want), err)
+		}
+	}
+	frame := bootstrap.ZstdRawFrame([]byte("0123456789abcdef"))
+	cmd := exec.Command(need(t, "zstd"), "-dc")
+	cmd.Stdin = bytes.NewReader(frame)
+	if out, err := cmd.Output(); err != nil || string(out) != "0123456789abcdef" {
+		t.Fatalf("a raw frame alone: %q, %v", out, err)
 	}
 }
 
@@ -847,9 +960,10 @@ func TestArgsSHA256(t *testing.T) {
 	}
 }
 
-// TestGzipSize checks what travels for the agents `make build` embeds
-// (gzip -9).
-func TestGzipSize(t *testing.T) {
+// TestWireSize checks what travels for the agents `make build` embeds
+// (gzip -9, and zstd -19 when the build had zstd): at most 4 MiB, and the
+// zstd form unpacks to the binary its manifest names.
+func TestWireSize(t *testing.T) {
 	gzs, _ := filepath.Glob("agents/spindle-agent-*.gz")
 	if len(gzs) == 0 {
 		t.Skip("!!! SKIPPED: no embedded agents: run `make build`")
@@ -870,6 +984,21 @@ func TestGzipSize(t *testing.T) {
 		t.Logf("%s: %d bytes, gzip -9 %d bytes (%.1f%%)", filepath.Base(p), len(data), len(gz), 100*float64(len(gz))/float64(len(data)))
 		if len(gz) > 4<<20 {
 			t.Errorf("%s: %d bytes > 4 MiB on the wire", p, len(gz))
+		}
+		zp := strings.TrimSuffix(p, ".gz") + ".zst"
+		zst, err := os.ReadFile(zp)
+		if err != nil {
+			t.Logf("%s: no zstd form (the build had no zstd)", filepath.Base(p))
+			continue
+		}
+		cmd := exec.Command(need(t, "zstd"), "-dc")
+		cmd.Stdin = bytes.NewReader(zst)
+		if out, err := cmd.Output(); err != nil || !bytes.Equal(out, data) {
+			t.Errorf("%s does not unpack to the gzip form's binary: %d bytes, %v", zp, len(out), err)
+		}
+		t.Logf("%s: zstd -19 %d bytes (%.1f%%)", filepath.Base(zp), len(zst), 100*float64(len(zst))/float64(len(data)))
+		if len(zst) > 4<<20 {
+			t.Errorf("%s: %d bytes > 4 MiB on the wire", zp, len(zst))
 		}
 	}
 }

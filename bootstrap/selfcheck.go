@@ -56,8 +56,8 @@ func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
 
 // CheckUnpacked is CheckSelf for an agent started with -unpacked, meant to
 // run after its hello, beside its first calls. The first stage has just
-// unpacked the file with gzip, which checked the stream's CRC-32 and
-// length, under the name the controller gave for this hash: the hash is
+// unpacked the file with gzip or zstd, which checked the stream's CRC-32
+// or XXH64 and length, under the name the controller gave for this hash: the hash is
 // expected to match, and checking it before the hello would add its ~5 ms
 // to every cold start (BENCHMARKS.md). It reads in 32 KiB steps and yields
 // between them, so that on the agent's one P a call waits for at most one

@@ -8,10 +8,12 @@
 # never start or enable the system service.
 set -euo pipefail
 
+# zstd: `make build` embeds a zstd form of each agent beside the gzip one,
+# and the bootstrap tests unpack it as a target with zstd does.
 # busybox-static, not busybox: the container tests' image (scripts/
 # test-image.sh) is a static busybox and nothing else. It provides the same
 # /bin/busybox as the busybox package, which it replaces (they conflict).
-packages=(git gzip procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd)
+packages=(git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd)
 
 # The container tests (integration/containers_test.go, connectors/setns)
 # also need a running Docker engine; it is not installed here.

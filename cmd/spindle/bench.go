@@ -122,6 +122,8 @@ type benchResult struct {
 	// PushRatio is ExtraNS ÷ OpenSSHPushNS.
 	OpenSSHPushNS float64 `json:"openssh_push_ns,omitempty"`
 	PushRatio     float64 `json:"push_ratio,omitempty"`
+	// AgentFormat is how the agent travelled in both (zstd, gzip, raw).
+	AgentFormat string `json:"agent_format,omitempty"`
 	// RTTRatio is spindle_ns ÷ one round trip through the latency proxy
 	// (the rtt_floor row's baseline_ns), for rows with added latency.
 	RTTRatio float64 `json:"rtt_ratio,omitempty"`
@@ -366,7 +368,8 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         a session per command), ssh_connect_cached (connect + first call
         vs a fresh 'ssh host true'), ssh_connect_cold (the same with the
         agent cache emptied first, vs a fresh ssh piping the same
-        compressed agent into 'gzip -dc'; extra_ns is cold − cached,
+        compressed agent into 'zstd -dc' or 'gzip -dc' (agent_format
+        says which); extra_ns is cold − cached,
         openssh_push_ns what the push costs OpenSSH, push_ratio their
         quotient), rtt_floor_10ms (sys.Ping vs
         one TCP echo round trip through the proxy), become_sudo_true

@@ -20,6 +20,7 @@ import (
 	"github.com/skeema/knownhosts"
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 	xssh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -93,6 +94,7 @@ func sshCases() []benchCase {
 						if f, ok := e.results["rtt_floor"+sfx]; ok && f.BaselineNS > 0 {
 							r.ExtraRTTs = round3(r.ExtraNS / f.BaselineNS)
 						}
+						r.AgentFormat = e.sshPath(ms).pushFormat
 					}
 				},
 			},
@@ -165,7 +167,10 @@ type sshPath struct {
 	cmUp bool
 	xc   *xssh.Client
 
-	pushGz []byte // the compressed agent for this target, for freshPushAgent
+	// The agent as a cold connect sends it to this target, and its
+	// format, for freshPushAgent.
+	pushPayload []byte
+	pushFormat  string
 
 	via    *spindle.Context // the via group's second hop, through cx
 	jumpCM string           // the via group's ssh -J ControlPath, once up
@@ -576,21 +581,36 @@ func (p *sshPath) freshTrue(ctx stdctx.Context, n int) (float64, error) {
 	return timePerOp(n, func() error { return p.run(ctx, false, "true") })
 }
 
-// pushAgentScript is what the first stage does with a gzip-compressed
-// agent, minus the checks: decompress it into a file. Through sh, since
-// the login shell may be fish or tcsh; no single quotes inside.
-const pushAgentScript = `sh -c 'f=/tmp/spindle-bench-push.$$; gzip -dc > $f; s=$?; rm -f $f; exit $s'`
+// pushAgentScript is what the first stage does with the agent as it
+// travels (format: zstd, gzip or raw), minus the checks: unpack it into a
+// file. Through sh, since the login shell may be fish or tcsh; no single
+// quotes inside.
+func pushAgentScript(format string) string {
+	unpack := format + " -dc"
+	if format == "raw" {
+		unpack = "cat"
+	}
+	return `sh -c 'f=/tmp/spindle-bench-push.$$; ` + unpack + ` > $f; s=$?; rm -f $f; exit $s'`
+}
+
+// The first stage's probe for decompressors, whose answer the SPINDLE-NEED
+// line carries.
+const decompressorsProbe = `for c in gzip xz zstd; do command -v $c >/dev/null 2>&1 && echo $c; done; true`
 
 // freshPushAgent is OpenSSH delivering what a cold connect delivers: a
-// fresh connection that writes the compressed agent Spindle sends to this
-// target into gzip -dc there.
+// fresh connection that writes the agent, compressed as Spindle sends it
+// to this target, into the same decompressor there.
 func (p *sshPath) freshPushAgent(ctx stdctx.Context, n int) (float64, error) {
-	if p.pushGz == nil {
+	if p.pushPayload == nil {
 		cx, err := p.context(ctx)
 		if err != nil {
 			return 0, err
 		}
 		info, err := sys.Info(ctx, cx)
+		if err != nil {
+			return 0, err
+		}
+		probe, err := exec.Run(ctx, cx, exec.Cmd{Shell: decompressorsProbe})
 		if err != nil {
 			return 0, err
 		}
@@ -602,11 +622,12 @@ func (p *sshPath) freshPushAgent(ctx stdctx.Context, n int) (float64, error) {
 		if err != nil {
 			return 0, err
 		}
-		if p.pushGz, err = bin.Gzip(); err != nil {
+		if p.pushPayload, p.pushFormat, err = bin.Payload(strings.Fields(string(probe.Stdout))); err != nil {
 			return 0, err
 		}
 	}
-	return timePerOp(n, func() error { return p.runStdin(ctx, false, pushAgentScript, p.pushGz) })
+	script := pushAgentScript(p.pushFormat)
+	return timePerOp(n, func() error { return p.runStdin(ctx, false, script, p.pushPayload) })
 }
 
 // xcryptoTrue runs `true` in a new session per command on one
