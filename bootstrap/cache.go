@@ -13,18 +13,20 @@ import (
 )
 
 // CacheDirs lists, in order of preference, the per-user directories an
-// agent may run from (DESIGN.md): RAM-backed and private first.
+// agent may run from: the first stage's list (stageDirs, which says why
+// $XDG_RUNTIME_DIR, which lasts only as long as the user's sessions, is
+// last).
 func CacheDirs() []string {
 	uid := strconv.Itoa(os.Getuid())
-	var dirs []string
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "spindle"))
-	}
-	dirs = append(dirs, "/dev/shm/spindle-"+uid)
+	dirs := []string{"/dev/shm/spindle-" + uid}
 	if h, err := os.UserHomeDir(); err == nil {
 		dirs = append(dirs, filepath.Join(h, ".cache", "spindle"))
 	}
-	return append(dirs, filepath.Join(os.TempDir(), "spindle-"+uid))
+	dirs = append(dirs, filepath.Join(os.TempDir(), "spindle-"+uid))
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		dirs = append(dirs, filepath.Join(d, "spindle"))
+	}
+	return dirs
 }
 
 // PrivateDir returns the first usable cache directory, creating it 0700.

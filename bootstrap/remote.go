@@ -39,7 +39,17 @@ const (
 // The cache directories the first stage tries, in order, as sh words ($u is
 // the uid). An empty word (unset variable) is skipped. CacheDirs is the Go
 // twin used by Materialize.
-const stageDirs = `"${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/spindle}" "/dev/shm/spindle-$u" "${HOME:+$HOME/.cache/spindle}" "/tmp/spindle-$u"`
+//
+// $XDG_RUNTIME_DIR comes last, although DESIGN.md names it first: it lives
+// only as long as the user's sessions (pam_systemd, like the XDG base
+// directory spec, removes it when the last one ends, 10 s later by
+// default), and an SSH connection of Spindle's is often the user's only
+// session. Where sshd runs PAM with logind (Debian's, Ubuntu's, Fedora's
+// default), an agent cached there was gone by the next run, so every run
+// was a cold start uploading the agent again. /dev/shm is RAM-backed too
+// and lasts until reboot; the checks that make it safe (owned, not a
+// symlink, 0700) are the same for every entry.
+const stageDirs = `"/dev/shm/spindle-$u" "${HOME:+$HOME/.cache/spindle}" "/tmp/spindle-$u" "${XDG_RUNTIME_DIR:+$XDG_RUNTIME_DIR/spindle}"`
 
 // unamePlatform maps Go's names to what `uname -s` and `uname -m` print
 // (sh case patterns, also matched with path.Match on the controller).

@@ -615,3 +615,60 @@ func TestSSHSessionsRefused(t *testing.T) {
 		t.Fatalf("connect to a server with MaxSessions 0: %v; want an error naming MaxSessions", err)
 	}
 }
+
+// The agent cache outlives the user's $XDG_RUNTIME_DIR, which pam_systemd
+// removes when the user's last session ends (10 s later by default): with
+// XDG_RUNTIME_DIR set in the session, as logind sets it, the agent is
+// cached in /dev/shm, and a connection made after the runtime directory
+// was removed and made anew (a logout, then the next login) runs the
+// cached agent instead of uploading it again.
+func TestCacheOutlivesRuntimeDir(t *testing.T) {
+	t.Parallel()
+	// Not under t.TempDir, whose parent only root may enter: the user
+	// must reach its runtime dir.
+	parent, err := os.MkdirTemp("", "spindle-runtime-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(parent) })
+	if err := os.Chmod(parent, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	xdg := filepath.Join(parent, "user-runtime")
+	tg := newTargetWith(t, "/bin/sh", sshtest.Options{Extra: []string{"SetEnv XDG_RUNTIME_DIR=" + xdg}})
+	login := func() {
+		t.Helper()
+		if err := os.Mkdir(xdg, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(xdg, tg.u.UID, tg.u.GID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	login()
+	ctl, cx := mustConnect(t, tg, tg.opts())
+	// The runtime dir is there and usable: the first stage passed it over
+	// for its order, not for a fault.
+	if out := run(t, cx, "sh", "-c", `touch "$XDG_RUNTIME_DIR/x" && echo "$XDG_RUNTIME_DIR"`); strings.TrimSpace(out) != xdg {
+		t.Fatalf("the session's XDG_RUNTIME_DIR is %q, want %s", out, xdg)
+	}
+	first := logText(tg.logs)
+	agent := oneAgentFile(t, tg.u)
+	if want := tg.u.CacheDirs()[0]; filepath.Dir(agent) != want {
+		t.Errorf("agent cached in %s, want %s", filepath.Dir(agent), want)
+	}
+	h := cx.Hello()
+	ctl.Close()
+	waitGone(t, h.PID)
+
+	if err := os.RemoveAll(xdg); err != nil { // the last session ended
+		t.Fatal(err)
+	}
+	login()
+	_, cx2 := mustConnect(t, tg, tg.opts())
+	run(t, cx2, "true")
+	second := logText(tg.logs)
+	if !strings.Contains(first, "agent uploaded") || !strings.Contains(second, "agent cached") {
+		t.Fatalf("want an upload, then the cached agent after the runtime dir was removed; logs:\n%s\n---\n%s", first, second)
+	}
+}

@@ -1,7 +1,8 @@
 // Command spindle-demo shows Spindle over SSH on a machine with no sshd:
 // it starts a throwaway SSH server embedded in Go (127.0.0.1, fresh
 // ed25519 host and client keys, a temp known_hosts, a temp HOME and
-// XDG_RUNTIME_DIR so the agent cache starts empty), then connects through
+// XDG_RUNTIME_DIR; a salted agent, so the first connect is cold, removed
+// again at the end), then connects through
 // it with the ssh connector and prints the cold and cached bootstrap
 // times, the call latency and a command's output. `make demo` runs it.
 package main
@@ -14,7 +15,7 @@ import (
 	"io"
 	"os"
 	"os/user"
-	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -47,6 +48,13 @@ func run(ctx stdctx.Context, w io.Writer) error {
 	if err != nil {
 		return err
 	}
+	// A salted agent (its hash is new): the cold start is cold even where
+	// an agent of this build is cached already.
+	src := bootstrap.Salted(bootstrap.Default())
+	bin, err := src.Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		return err
+	}
 	yes := true
 	opts := ssh.Options{
 		Host: "127.0.0.1", Port: srv.Port, User: u.Username,
@@ -56,7 +64,7 @@ func run(ctx stdctx.Context, w io.Writer) error {
 		KnownHostsFiles: []string{srv.KnownHosts},
 		HostKeyPolicy:   ssh.HostKeyStrict,
 		ConnectTimeout:  30 * time.Second,
-		Agent:           bootstrap.Salted(bootstrap.Default()),
+		Agent:           src,
 	}
 	conn, ok := any(opts).(spindle.Connector)
 	if !ok {
@@ -74,12 +82,11 @@ func run(ctx stdctx.Context, w io.Writer) error {
 	}
 	cold := time.Since(t0)
 	ctl.Close()
-	// The agent file, not its self-check memo (.agent-….ok) beside it.
-	cached, err := filepath.Glob(filepath.Join(srv.CacheDir(), "agent-*"))
-	if err != nil || len(cached) == 0 {
-		return fmt.Errorf("after the first connect, no agent in the cache %s (%v)", srv.CacheDir(), err)
+	cached, err := srv.CachedAgent(bin.Hash)
+	if err != nil {
+		return fmt.Errorf("after the first connect: %w", err)
 	}
-	fmt.Fprintf(w, "connect, cold (agent uploaded):  %8s   cached as %s\n", fmtDur(cold), filepath.Base(cached[0]))
+	fmt.Fprintf(w, "connect, cold (agent uploaded):  %8s   cached as %s\n", fmtDur(cold), cached)
 
 	// Cached: the first stage execs the cached agent at once.
 	ctl = spindle.NewController(spindle.Options{})

@@ -40,7 +40,7 @@ func TestDemo(t *testing.T) {
 	got := stdout.String()
 	t.Logf("demo output:\n%s", got)
 	for _, re := range []string{
-		`(?m)^connect, cold \(agent uploaded\): +[0-9.]+(µs|ms|s) +cached as agent-`,
+		`(?m)^connect, cold \(agent uploaded\): +[0-9.]+(µs|ms|s) +cached as /\S+/agent-`,
 		`(?m)^connect, cached: +[0-9.]+(µs|ms|s)$`,
 		`(?m)^call latency \(sys\.Ping, median of 1000\): [0-9.]+(µs|ms|s)$`,
 		`(?m)^run uname -a \([0-9.]+(µs|ms|s)\): ` + regexp.QuoteMeta(unameS(t)) + ` `,
@@ -51,6 +51,12 @@ func TestDemo(t *testing.T) {
 	}
 	if stderr.Len() != 0 {
 		t.Errorf("demo wrote to stderr: %q", stderr.String())
+	}
+	// Its salted agent, of no use to anyone later, is gone.
+	if m := regexp.MustCompile(`cached as (/\S+)`).FindStringSubmatch(got); m != nil {
+		if _, err := os.Stat(m[1]); !os.IsNotExist(err) {
+			t.Errorf("the demo left its agent %s behind (%v)", m[1], err)
+		}
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 
@@ -21,7 +22,7 @@ import (
 // demoServer is a throwaway SSH server embedded in the demo: it listens on
 // 127.0.0.1, accepts only the demo's fresh client key, and serves "exec"
 // requests by running the command with /bin/sh -c as the current user, in
-// a private HOME and XDG_RUNTIME_DIR (so the agent cache starts empty).
+// a private HOME and XDG_RUNTIME_DIR.
 // Everything else (shells, PTYs, port forwarding, subsystems) is refused.
 type demoServer struct {
 	ln   net.Listener
@@ -35,10 +36,11 @@ type demoServer struct {
 
 	cfg *ssh.ServerConfig
 
-	mu     sync.Mutex
-	conns  map[net.Conn]bool
-	closed bool
-	wg     sync.WaitGroup
+	mu        sync.Mutex
+	conns     map[net.Conn]bool
+	closed    bool
+	leftovers []string // files outside dir that Close removes
+	wg        sync.WaitGroup
 }
 
 // startDemoServer starts the server with files under a new temp dir.
@@ -109,8 +111,29 @@ func startDemoServer() (_ *demoServer, err error) {
 	return s, nil
 }
 
-// CacheDir is where the first stage caches the agent for our sessions.
-func (s *demoServer) CacheDir() string { return filepath.Join(s.xdg, "spindle") }
+// cacheDirs are the first stage's cache directories for our sessions, in
+// its order: /dev/shm and /tmp are the machine's, so a demo's agent is
+// usually cached outside s.dir.
+func (s *demoServer) cacheDirs() []string {
+	uid := strconv.Itoa(os.Getuid())
+	return []string{"/dev/shm/spindle-" + uid, filepath.Join(s.home, ".cache", "spindle"), "/tmp/spindle-" + uid, filepath.Join(s.xdg, "spindle")}
+}
+
+// CachedAgent returns the cached agent file with this sha256, and has
+// Close remove it and its memo: the demo's agent is salted, so no later
+// run could use it.
+func (s *demoServer) CachedAgent(hash string) (string, error) {
+	for _, d := range s.cacheDirs() {
+		files, _ := filepath.Glob(filepath.Join(d, "agent-*-"+hash[:16]))
+		if len(files) == 1 {
+			s.mu.Lock()
+			s.leftovers = append(s.leftovers, files[0], filepath.Join(d, "."+filepath.Base(files[0])+".ok"))
+			s.mu.Unlock()
+			return files[0], nil
+		}
+	}
+	return "", fmt.Errorf("no agent %s… in the cache directories %v", hash[:16], s.cacheDirs())
+}
 
 // Close stops the server, ends its connections and removes its files.
 func (s *demoServer) Close() error {
@@ -123,6 +146,9 @@ func (s *demoServer) Close() error {
 	err := s.ln.Close()
 	s.wg.Wait()
 	os.RemoveAll(s.dir)
+	for _, f := range s.leftovers {
+		os.Remove(f)
+	}
 	return err
 }
 

@@ -262,11 +262,10 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 			return nil, err
 		}
 		b.label = fmt.Sprintf("ssh:%s@127.0.0.1:%d (throwaway sshd)", s.User, s.Port)
-		b.rmCmd = "rm -rf " + shellQuote(filepath.Join(s.XDG, "spindle"))
+		b.rmCmd = emptyAgentCache
 		copts := &connectOptions{configFile: cfg}
-		// Only our sessions' XDG dir is emptied, so the agent must be one
-		// that no other cache dir on this machine holds (a local agent of
-		// the same build may sit in /dev/shm/spindle-0): a salted one.
+		// A salted agent: one that no cache dir on this machine holds
+		// already, whatever the throwaway user's dirs may share.
 		src := bootstrap.Salted(bootstrap.Default())
 		for ms, alias := range map[int]string{0: benchAlias, 10: benchAlias10ms} {
 			p := &sshPath{b: b, ms: ms, sshArgs: []string{"-F", cfg}, dest: alias}
@@ -324,7 +323,7 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		p10.opts, p10.err = copts.sshOptions(sshAddr{Host: benchAlias10ms})
 		b.paths[10] = p10
 		b.label = "ssh:" + a.String()
-		b.rmCmd = `sh -c 'rm -rf "${XDG_RUNTIME_DIR:-/nonexistent}/spindle" /dev/shm/spindle-$(id -u) "$HOME/.cache/spindle" /tmp/spindle-$(id -u)'`
+		b.rmCmd = emptyAgentCache
 	}
 	for _, p := range b.paths {
 		p.cm = filepath.Join(dir, fmt.Sprintf("cm%d", p.ms))
@@ -392,6 +391,10 @@ func first(v []string) string {
 }
 
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// emptyAgentCache removes the target user's agent cache directories (all
+// of the first stage's candidates), run through ssh before a cold connect.
+const emptyAgentCache = `sh -c 'rm -rf /dev/shm/spindle-$(id -u) "$HOME/.cache/spindle" /tmp/spindle-$(id -u) "${XDG_RUNTIME_DIR:-/nonexistent}/spindle"'`
 
 func (b *sshBench) close() {
 	for _, p := range b.paths {

@@ -23,8 +23,9 @@ const sshdPath = "/usr/sbin/sshd"
 
 // throwawaySSHD is an OpenSSH server of our own on 127.0.0.1: its own host
 // key, one authorized client key, everything in a temp dir, and sessions
-// whose XDG_RUNTIME_DIR is a private dir in there (so that the agent cache
-// the bench empties is ours alone, not the machine's /dev/shm/spindle-0).
+// whose XDG_RUNTIME_DIR is a private dir in there. The agent cache the
+// first stage picks (/dev/shm/spindle-UID first) is the throwaway user's
+// alone, and Close removes it.
 //
 // Sessions log in as a throwaway user whose login shell is /bin/sh, with
 // passwordless sudo: root's own shell start-up files (on this project's
@@ -43,6 +44,7 @@ type throwawaySSHD struct {
 	exited  chan struct{}
 	sudoers string // our /etc/sudoers.d drop-in
 	made    bool   // User was created by us
+	uid     string // User's
 }
 
 // canStartSSHD says whether startSSHD can work here, and if not why.
@@ -197,6 +199,7 @@ func (s *throwawaySSHD) makeUser() error {
 	if err != nil {
 		return err
 	}
+	s.uid = u.Uid
 	uid, _ := strconv.Atoi(u.Uid)
 	gid, _ := strconv.Atoi(u.Gid)
 	for _, d := range []string{home, s.XDG} {
@@ -223,6 +226,12 @@ func (s *throwawaySSHD) Close() {
 	if s.made {
 		osexec.Command("pkill", "-KILL", "-u", s.User).Run() //nolint:errcheck // none may be left
 		osexec.Command("userdel", s.User).Run()              //nolint:errcheck // reported by nothing we could act on
+		// The user's agent cache dirs outside s.Dir (the first stage's
+		// candidates; its home and XDG dir are inside).
+		if s.uid != "" {
+			os.RemoveAll("/dev/shm/spindle-" + s.uid)
+			os.RemoveAll("/tmp/spindle-" + s.uid)
+		}
 	}
 	os.RemoveAll(s.Dir)
 }

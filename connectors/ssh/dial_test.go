@@ -476,6 +476,24 @@ func TestProxyJump(t *testing.T) {
 	}
 }
 
+// cachedSalted returns where the first stage cached src's agent for a
+// session with this HOME and XDG_RUNTIME_DIR: usually the machine's
+// /dev/shm/spindle-$UID, the first in its order.
+func cachedSalted(t *testing.T, src bootstrap.Source, home, xdg string) []string {
+	t.Helper()
+	bin, err := src.Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	uid := strconv.Itoa(os.Getuid())
+	var files []string
+	for _, d := range []string{"/dev/shm/spindle-" + uid, filepath.Join(home, ".cache", "spindle"), "/tmp/spindle-" + uid, filepath.Join(xdg, "spindle")} {
+		found, _ := filepath.Glob(filepath.Join(d, "agent-*-"+bin.Hash[:16]))
+		files = append(files, found...)
+	}
+	return files
+}
+
 func TestStartInProcess(t *testing.T) {
 	isolate(t)
 	if _, err := bootstrap.Default().Agent(runtime.GOOS, runtime.GOARCH); err != nil {
@@ -485,6 +503,13 @@ func TestStartInProcess(t *testing.T) {
 	// also looks in /dev/shm/spindle-$UID, where other tests leave theirs).
 	src := bootstrap.Salted(bootstrap.Default())
 	home, xdg := t.TempDir(), t.TempDir()
+	// Salted, the agent is of no use to anyone after the test.
+	t.Cleanup(func() {
+		for _, f := range cachedSalted(t, src, home, xdg) {
+			os.Remove(f)
+			os.Remove(filepath.Join(filepath.Dir(f), "."+filepath.Base(f)+".ok"))
+		}
+	})
 	srv := newTestServer(t, passwordServer("pw"), false)
 	srv.execEnv = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "XDG_RUNTIME_DIR=" + xdg, "LANG=C"}
 	o := Options{Host: "127.0.0.1", Port: srv.port, User: "tester", Password: "pw", ConfigFile: "none",
@@ -504,7 +529,7 @@ func TestStartInProcess(t *testing.T) {
 
 	// A damaged cached agent (still runnable, wrong hash) fails its
 	// self-check: Start retries once in a fresh session, which uploads.
-	files, _ := filepath.Glob(filepath.Join(xdg, "spindle", "agent-*"))
+	files := cachedSalted(t, src, home, xdg)
 	if len(files) != 1 {
 		t.Fatalf("cached agents: %v", files)
 	}
