@@ -172,6 +172,7 @@ type connector struct {
 	src    bootstrap.Source
 	prefix string // run by the login shell before the stage (noise)
 	noProc bool   // the stage cannot read the platform from /proc
+	opts   []bootstrap.StartOption
 	log    *zap.Logger
 	stale  int // ErrStaleAgent seen
 }
@@ -203,7 +204,7 @@ func (c *connector) startOnce(ctx stdctx.Context, req connectors.StartRequest) (
 		return nil, err
 	}
 	s := c.tg.start(c.sh, c.prefix+cmdline)
-	conn, err := bootstrap.RemoteStart(ctx, s.stdin, s.stdout, args, c.src, req.Name, c.log, s.close)
+	conn, err := bootstrap.RemoteStart(ctx, s.stdin, s.stdout, args, c.src, req.Name, c.log, s.close, c.opts...)
 	if err != nil {
 		if s.closed.Load() == 0 {
 			c.tg.t.Errorf("RemoteStart returned %v without running closeFn", err)
@@ -511,6 +512,26 @@ func TestZstdUpload(t *testing.T) {
 	c = &connector{tg: tg, sh: loginShells[0], src: src}
 	if msg, _ := uploadWithLog(t, c); !strings.HasSuffix(msg, " gzip)") {
 		t.Fatalf("without zstd on the target: %q", msg)
+	}
+}
+
+// TestOverLocalPipe: over a local pipe the agent travels raw although the
+// target offers zstd and gzip, and it checks its hash before its hello
+// (no -unpacked), leaving the memo warm starts trust.
+func TestOverLocalPipe(t *testing.T) {
+	tg := newTarget(t)
+	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.WithZstd(bootstrap.Default(), zstdOf(t)),
+		opts: []bootstrap.StartOption{bootstrap.OverLocalPipe}}
+	msg, cmdline := uploadWithLog(t, c)
+	if !strings.HasSuffix(msg, " raw)") || strings.Contains(cmdline, " -unpacked") {
+		t.Fatalf("over a local pipe: %q, agent %s", msg, cmdline)
+	}
+	files := agentFiles(t, tg.cacheDir())
+	if len(files) != 1 {
+		t.Fatalf("cache holds %v", files)
+	}
+	if _, ok := memoOf(files[0]); !ok {
+		t.Fatal("no self-check memo: the raw upload was not checked before its hello")
 	}
 }
 

@@ -258,7 +258,7 @@ func start(ctx context.Context, req connectors.StartRequest, path string, argv [
 		})
 		return nil
 	}
-	conn, err := bootstrap.RemoteStart(tctx, stdinW, stdoutR, args, req.Agent, name, log, closeFn)
+	conn, err := bootstrap.RemoteStart(tctx, stdinW, stdoutR, args, req.Agent, name, log, closeFn, bootstrap.OverLocalPipe)
 	if err == nil {
 		started.Store(true)
 		w.live.Store(true)

@@ -110,6 +110,11 @@ type Tool struct {
 	Option string
 	// Install says what provides the tool ("the docker.io package").
 	Install string
+	// OverNetwork says the tool carries the child's stdio over a network
+	// (kubectl, through the API server and the kubelet): the agent is
+	// sent compressed. Other tools' children are on this host, and get it
+	// raw (bootstrap.OverLocalPipe).
+	OverNetwork bool
 }
 
 // Resolve finds the tool's executable. A missing tool is an error
@@ -210,6 +215,8 @@ type Hop struct {
 	Rules []Rule
 	// Timeout bounds the start; default DefaultTimeout.
 	Timeout time.Duration
+	// OverNetwork: see Tool.OverNetwork.
+	OverNetwork bool
 }
 
 // maxOutput bounds the stderr kept for error messages.
@@ -357,7 +364,11 @@ func start(ctx context.Context, req connectors.StartRequest, hop Hop, log *zap.L
 		stdoutR.Close()
 		return nil
 	}
-	conn, err := bootstrap.RemoteStart(tctx, stdinW, stdoutR, args, req.Agent, name, log, closeFn)
+	var opts []bootstrap.StartOption
+	if !hop.OverNetwork {
+		opts = append(opts, bootstrap.OverLocalPipe)
+	}
+	conn, err := bootstrap.RemoteStart(tctx, stdinW, stdoutR, args, req.Agent, name, log, closeFn, opts...)
 	if err == nil {
 		started.Store(true)
 		errlog.live.Store(true)
@@ -542,10 +553,11 @@ func StartExec(ctx context.Context, req connectors.StartRequest, name string, to
 		return nil, err
 	}
 	return Start(ctx, req, Hop{
-		Tool:    tool.Name,
-		Command: func(script string) (*exec.Cmd, error) { return tool.Command(argv(script)[1:]...) },
-		Rules:   rules,
-		Timeout: timeout,
+		Tool:        tool.Name,
+		Command:     func(script string) (*exec.Cmd, error) { return tool.Command(argv(script)[1:]...) },
+		Rules:       rules,
+		Timeout:     timeout,
+		OverNetwork: tool.OverNetwork,
 	})
 }
 

@@ -111,6 +111,46 @@ func TestStartAndClose(t *testing.T) {
 	}
 }
 
+// TestUploadFormat: a container on this host gets the agent raw over its
+// local pipe; a tool whose children are across a network (kubectl) gets
+// it compressed (gzip: the source has no zstd form).
+func TestUploadFormat(t *testing.T) {
+	for _, tc := range []struct {
+		overNetwork bool
+		want        string
+	}{{false, "raw)"}, {true, "gzip)"}} {
+		req, logs := request(t)
+		// Salted: cold, whatever this host's caches hold; removed after.
+		req.Agent = bootstrap.Salted(req.Agent)
+		bin, err := req.Agent.Agent(runtime.GOOS, runtime.GOARCH)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() {
+			for _, d := range append(bootstrap.CacheDirs(), fmt.Sprintf("/tmp/spindle-%d", os.Getuid())) {
+				files, _ := filepath.Glob(filepath.Join(d, "agent-*-"+bin.Hash[:16]))
+				for _, f := range files {
+					os.Remove(f)
+					os.Remove(filepath.Join(d, "."+filepath.Base(f)+".ok"))
+				}
+			}
+		})
+		conn, err := container.Start(context.Background(), req, container.Hop{
+			Tool:        "fake",
+			Command:     func(script string) (*exec.Cmd, error) { return exec.Command("sh", "-c", script), nil },
+			OverNetwork: tc.overNetwork,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.Close()
+		up := logs.FilterMessageSnippet("agent uploaded (").All()
+		if len(up) != 1 || !strings.HasSuffix(up[0].Message, tc.want) {
+			t.Errorf("OverNetwork=%v: want one upload ending %q, got %v", tc.overNetwork, tc.want, up)
+		}
+	}
+}
+
 // TestClassifiedFailure: a tool that says the container does not exist
 // gives ErrNoContainer (rpc.ErrNotFound) with the hint and its words.
 func TestClassifiedFailure(t *testing.T) {

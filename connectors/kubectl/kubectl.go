@@ -76,7 +76,7 @@ func (o Options) Name() string {
 
 func (o Options) tool() container.Tool {
 	return container.Tool{Name: "kubectl", Path: o.KubectlPath, Option: "KubectlPath",
-		Install: "kubectl (https://kubernetes.io/docs/tasks/tools/)"}
+		Install: "kubectl (https://kubernetes.io/docs/tasks/tools/)", OverNetwork: true}
 }
 
 // Argv is the command Start runs, script being the first stage. argv[0]

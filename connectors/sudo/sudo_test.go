@@ -217,6 +217,10 @@ func TestStaleAgentRetry(t *testing.T) {
 	u := becometest.NewUser(t, "")
 	if res := becometest.StartHere(sudo.Options{User: u.Name}); res.Err != "" || res.UID != u.UID {
 		t.Fatalf("first start: %+v", res)
+	} else if !strings.Contains(res.Logs, "MiB raw)") {
+		// sudo's pipe is local: compressing would cost the parent more
+		// than the bytes cost the pipe (bootstrap.OverLocalPipe).
+		t.Errorf("the agent did not travel raw to the sudo child:\n%s", res.Logs)
 	}
 	files, _ := filepath.Glob(fmt.Sprintf("/dev/shm/spindle-%d/agent-*", u.UID))
 	more, _ := filepath.Glob(u.Home + "/.cache/spindle/agent-*")
