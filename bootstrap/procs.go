@@ -53,4 +53,5 @@ func TakeProcs() {
 	if !userSet && runtime.GOMAXPROCS(0) != 1 {
 		runtime.GOMAXPROCS(1)
 	}
+	procsOurs = !userSet // lendProcs may raise it for a while
 }

@@ -2,7 +2,6 @@ package bootstrap
 
 import (
 	"bufio"
-	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -458,21 +457,14 @@ func gzipped(b *Binary) ([]byte, error) {
 	e, _ := gzCache.LoadOrStore(b.Hash, &gzEntry{})
 	ent := e.(*gzEntry)
 	ent.once.Do(func() {
-		var buf bytes.Buffer
-		// Level 6, not 9: on a 5 MiB agent 9 saves 0.3% and takes 3.4x
-		// as long (0.67 s against 0.2 s).
 		data, err := b.Bytes()
 		if err != nil {
 			ent.err = err
 			return
 		}
-		zw, _ := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
-		if _, err := zw.Write(data); err != nil {
-			ent.err = err
-			return
-		}
-		ent.err = zw.Close()
-		ent.data = buf.Bytes()
+		// Level 6, not 9: on a 5 MiB agent 9 saves 0.3% and takes 3.4x
+		// as long (0.67 s against 0.2 s).
+		ent.data, ent.err = gzipChunks(data, gzip.DefaultCompression)
 	})
 	return ent.data, ent.err
 }
