@@ -1,7 +1,6 @@
 package bootstrap
 
 import (
-	"bytes"
 	"compress/gzip"
 	"crypto/rand"
 	"encoding/binary"
@@ -54,11 +53,8 @@ func (s *salted) Agent(goos, goarch string) (*Binary, error) {
 			if err != nil {
 				return nil, err
 			}
-			var member bytes.Buffer
-			zw := gzip.NewWriter(&member)
-			zw.Write(salt)
-			zw.Close()
-			return append(gz[:len(gz):len(gz)], member.Bytes()...), nil
+			member, err := gzipMember(salt, gzip.DefaultCompression)
+			return append(gz[:len(gz):len(gz)], member...), err
 		}
 	}
 	if b.readZst != nil {
