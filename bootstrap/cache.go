@@ -17,14 +17,26 @@ import (
 // $XDG_RUNTIME_DIR, which lasts only as long as the user's sessions, is
 // last).
 func CacheDirs() []string {
-	uid := strconv.Itoa(os.Getuid())
-	dirs := []string{"/dev/shm/spindle-" + uid}
-	if h, err := os.UserHomeDir(); err == nil {
-		dirs = append(dirs, filepath.Join(h, ".cache", "spindle"))
+	home, _ := os.UserHomeDir()
+	return cacheDirs(os.Getuid(), home, os.TempDir(), os.Getenv("XDG_RUNTIME_DIR"))
+}
+
+// StageCacheDirs are the directories the first stage considers, in its
+// order, for a session of uid with this HOME and XDG_RUNTIME_DIR (either
+// may be empty: unset): where to look for an agent it cached.
+func StageCacheDirs(uid int, home, runtimeDir string) []string {
+	return cacheDirs(uid, home, "/tmp", runtimeDir)
+}
+
+func cacheDirs(uid int, home, tmp, runtimeDir string) []string {
+	u := strconv.Itoa(uid)
+	dirs := []string{"/dev/shm/spindle-" + u}
+	if home != "" {
+		dirs = append(dirs, filepath.Join(home, ".cache", "spindle"))
 	}
-	dirs = append(dirs, filepath.Join(os.TempDir(), "spindle-"+uid))
-	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
-		dirs = append(dirs, filepath.Join(d, "spindle"))
+	dirs = append(dirs, filepath.Join(tmp, "spindle-"+u))
+	if runtimeDir != "" {
+		dirs = append(dirs, filepath.Join(runtimeDir, "spindle"))
 	}
 	return dirs
 }

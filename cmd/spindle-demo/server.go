@@ -11,10 +11,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 
+	"github.com/spindle-rpc/spindle/bootstrap"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 )
@@ -115,8 +115,7 @@ func startDemoServer() (_ *demoServer, err error) {
 // its order: /dev/shm and /tmp are the machine's, so a demo's agent is
 // usually cached outside s.dir.
 func (s *demoServer) cacheDirs() []string {
-	uid := strconv.Itoa(os.Getuid())
-	return []string{"/dev/shm/spindle-" + uid, filepath.Join(s.home, ".cache", "spindle"), "/tmp/spindle-" + uid, filepath.Join(s.xdg, "spindle")}
+	return bootstrap.StageCacheDirs(os.Getuid(), s.home, s.xdg)
 }
 
 // CachedAgent returns the cached agent file with this sha256, and has

@@ -127,7 +127,8 @@ func TestUploadFormat(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() {
-			for _, d := range append(bootstrap.CacheDirs(), fmt.Sprintf("/tmp/spindle-%d", os.Getuid())) {
+			home, _ := os.UserHomeDir()
+			for _, d := range bootstrap.StageCacheDirs(os.Getuid(), home, os.Getenv("XDG_RUNTIME_DIR")) {
 				files, _ := filepath.Glob(filepath.Join(d, "agent-*-"+bin.Hash[:16]))
 				for _, f := range files {
 					os.Remove(f)

@@ -485,9 +485,8 @@ func cachedSalted(t *testing.T, src bootstrap.Source, home, xdg string) []string
 	if err != nil {
 		t.Fatal(err)
 	}
-	uid := strconv.Itoa(os.Getuid())
 	var files []string
-	for _, d := range []string{"/dev/shm/spindle-" + uid, filepath.Join(home, ".cache", "spindle"), "/tmp/spindle-" + uid, filepath.Join(xdg, "spindle")} {
+	for _, d := range bootstrap.StageCacheDirs(os.Getuid(), home, xdg) {
 		found, _ := filepath.Glob(filepath.Join(d, "agent-*-"+bin.Hash[:16]))
 		files = append(files, found...)
 	}

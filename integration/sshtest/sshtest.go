@@ -28,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-rpc/spindle/bootstrap"
 )
 
 // SSHD is the server binary the harness runs.
@@ -531,10 +533,7 @@ func CreateUser(t testing.TB, shell string) *User {
 
 // CacheDirs are the agent cache directories the first stage considers for
 // u over SSH, in order (XDG_RUNTIME_DIR is unset: no PAM, no logind).
-func (u *User) CacheDirs() []string {
-	uid := strconv.Itoa(u.UID)
-	return []string{"/dev/shm/spindle-" + uid, filepath.Join(u.Home, ".cache", "spindle"), "/tmp/spindle-" + uid}
-}
+func (u *User) CacheDirs() []string { return bootstrap.StageCacheDirs(u.UID, u.Home, "") }
 
 // WriteFile writes a file in u's home, owned by u.
 func (u *User) WriteFile(t testing.TB, rel, content string, mode os.FileMode) string {
