@@ -672,3 +672,44 @@ func TestCacheOutlivesRuntimeDir(t *testing.T) {
 		t.Fatalf("want an upload, then the cached agent after the runtime dir was removed; logs:\n%s\n---\n%s", first, second)
 	}
 }
+
+// ProxyCommand from ssh_config, in its classic bastion form: the real
+// OpenSSH client's `ssh -W %h:%p gateway` (here the same sshd, which
+// forwards TCP to itself) carries the connection; the agent starts over
+// it as over any other.
+func TestSSHProxyCommand(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	if _, err := osexec.LookPath("ssh"); err != nil {
+		sshtest.CannotRun(t, "no OpenSSH client (ssh) to be the ProxyCommand (apt-get install openssh-client)")
+	}
+	dir := sshtest.TempDir(t, "proxycommand-")
+	cfg, mark := filepath.Join(dir, "config"), filepath.Join(dir, "ran")
+	common := fmt.Sprintf("  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n  BatchMode yes\n",
+		tg.s.Port, tg.u.Name, tg.key.Path, tg.kh)
+	config := "Host behind\n" + common +
+		fmt.Sprintf("  ProxyCommand sh -c 'echo %%n > %s; exec ssh -F %s -W %%h:%%p -q gateway'\n", mark, cfg) +
+		"Host gateway\n" + common
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := ssh.Options{Host: "behind", ConfigFile: cfg, ConnectTimeout: 20 * time.Second}
+	_, cx := mustConnect(t, tg, o)
+	if out := run(t, cx, "id", "-un"); strings.TrimSpace(out) != tg.u.Name {
+		t.Fatalf("through ProxyCommand: runs as %q, want %s", out, tg.u.Name)
+	}
+	if b, err := os.ReadFile(mark); err != nil || strings.TrimSpace(string(b)) != "behind" {
+		t.Fatalf("the ProxyCommand did not run with %%n expanded: %q, %v", b, err)
+	}
+
+	// A gateway that refuses the forward: the error carries ssh's words.
+	o.ProxyCommand = "ssh -F " + cfg + " -W 127.0.0.1:" + strconv.Itoa(sshtest.ClosedPort(t)) + " gateway"
+	_, _, err := connect(t, nil, o)
+	if err == nil {
+		t.Fatal("connected through a forward to a closed port")
+	}
+	t.Logf("refused forward: %v", err)
+	if !strings.Contains(err.Error(), "ProxyCommand") || !strings.Contains(lower(err), "refused") {
+		t.Errorf("unclear error for a refused forward: %v", err)
+	}
+}

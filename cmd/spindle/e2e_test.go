@@ -272,8 +272,13 @@ func TestE2ESSHErrors(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "unknown kind") {
 		t.Errorf("local,a:b:c: exit %d, stderr %q", code, errs)
 	}
-	_, errs, code = spindleCmd(t, "", "-o", "ProxyCommand=nc %h %p", "run", "web1", "--", "true")
+	_, errs, code = spindleCmd(t, "", "-o", "ControlMaster=auto", "run", "web1", "--", "true")
 	if code != 2 || !strings.Contains(errs, "not supported") {
+		t.Errorf("-o ControlMaster: exit %d, stderr %q", code, errs)
+	}
+	// A ProxyCommand that gives up: its status and words, on one line.
+	_, errs, code = spindleCmd(t, "", "-F", "none", "-o", "ProxyCommand=sh -c 'echo %h unreachable >&2; exit 3'", "run", "web1", "--", "true")
+	if code != 255 || !strings.Contains(errs, "exited with status 3: web1 unreachable") || strings.Count(errs, "\n") != 1 {
 		t.Errorf("-o ProxyCommand: exit %d, stderr %q", code, errs)
 	}
 }

@@ -41,7 +41,8 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 
 // sshOptionNames are the -o keys the CLI understands.
 var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly",
-	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode"}
+	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
+	"ProxyCommand", "ProxyJump"}
 
 // parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
 // values to a policy.
@@ -129,6 +130,15 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 				return so, fmt.Errorf("-o %s: want a count, got %q", key, val)
 			}
 			so.KeepaliveCountMax = n
+		case "proxycommand", "proxyjump":
+			// As in ssh, the first of the two given wins.
+			if so.ProxyCommand == "" && so.ProxyJump == "" {
+				if strings.EqualFold(key, "ProxyCommand") {
+					so.ProxyCommand = val
+				} else {
+					so.ProxyJump = val
+				}
+			}
 		case "batchmode":
 			b, err := parseYesNo(key, val)
 			if err != nil {

@@ -213,6 +213,15 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 	if got, _ := o.sshOptions(sshAddr{Host: "h"}); got.PasswordPrompt != nil {
 		t.Errorf("BatchMode=yes still prompts")
 	}
+	// ProxyCommand and ProxyJump: as in ssh, the first of the two wins.
+	o = &connectOptions{sshOpts: []string{"ProxyCommand=ssh -W %h:%p -q bastion", "ProxyJump=gw", "ProxyCommand=other"}}
+	if got, err := o.sshOptions(sshAddr{Host: "h"}); err != nil || got.ProxyCommand != "ssh -W %h:%p -q bastion" || got.ProxyJump != "" {
+		t.Errorf("-o ProxyCommand: %q, ProxyJump %q, %v", got.ProxyCommand, got.ProxyJump, err)
+	}
+	o = &connectOptions{sshOpts: []string{"ProxyJump=gw", "ProxyCommand=nc %h %p"}}
+	if got, err := o.sshOptions(sshAddr{Host: "h"}); err != nil || got.ProxyJump != "gw" || got.ProxyCommand != "" {
+		t.Errorf("-o ProxyJump: %q, ProxyCommand %q, %v", got.ProxyJump, got.ProxyCommand, err)
+	}
 	o = &connectOptions{}
 	if got, _ := o.sshOptions(sshAddr{Host: "h"}); got.PasswordPrompt != nil || got.HostKeyPolicy != "" {
 		t.Errorf("defaults: %+v (no prompt without a terminal, policy left to ssh_config)", got)
@@ -230,7 +239,7 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 	}{
 		{connectOptions{hostKeyPolicy: "maybe"}, "bad host key policy"},
 		{connectOptions{sshOpts: []string{"StrictHostKeyChecking=maybe"}}, "bad host key policy"},
-		{connectOptions{sshOpts: []string{"ProxyCommand=nc %h %p"}}, "ProxyCommand: not supported"},
+		{connectOptions{sshOpts: []string{"ControlMaster=auto"}}, "ControlMaster: not supported"},
 		{connectOptions{sshOpts: []string{"Port=x"}}, "bad port"},
 		{connectOptions{sshOpts: []string{"novalue"}}, "want KEY=VALUE"},
 		{connectOptions{sshOpts: []string{"IdentitiesOnly=perhaps"}}, "want yes or no"},

@@ -30,7 +30,7 @@ type hostConfig struct {
 	IdentityFiles         []string
 	IdentitiesOnly        bool
 	ProxyJump             string // "" or "none": direct
-	ProxyCommand          string // unsupported; reported if set
+	ProxyCommand          string // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
 	StrictHostKeyChecking string // yes, no, off, accept-new, ask
 	HashKnownHosts        bool

@@ -74,6 +74,11 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		// The chain of agents is the jump: the previous hop dials.
 		log.Debug("ProxyJump is not used for a hop started by an agent", zap.String("host", s.display), zap.String("ProxyJump", s.proxyJump))
 	}
+	if s.proxyCommand != "" {
+		// Likewise; and the command is the controller machine's (its
+		// programs, its credentials), not the intermediary's to run.
+		log.Debug("ProxyCommand is not used for a hop started by an agent", zap.String("host", s.display), zap.String("ProxyCommand", s.proxyCommand))
+	}
 	hk, err := newHostKeyChecker(s.policy, s.knownFiles, s.knownWrite, s.hashKnown, log)
 	if err != nil {
 		return nil, nil, err

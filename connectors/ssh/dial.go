@@ -79,6 +79,8 @@ type settings struct {
 	identitiesOnly bool
 	identityFiles  []string // from config, after Options.IdentityFiles
 	proxyJump      string
+	proxyCommand   string // expanded; "" when proxyJump is set or none applies
+	proxySource    string // where proxyCommand came from, for messages
 }
 
 // splitTarget parses "[user@]host[:port]" (a ProxyJump element, or
@@ -193,16 +195,27 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		s.identityFiles = withoutDefaultIdentities(hc.IdentityFiles)
 	}
 
-	s.proxyJump = hc.ProxyJump
-	if o.ProxyJump != "" {
+	// ProxyJump and ProxyCommand compete as in ssh: the first one set
+	// wins, and Options (ssh's -o, -J) come before any config file; ssh -G
+	// has already dropped the loser of a config file's two.
+	command := ""
+	switch {
+	case o.ProxyJump != "":
 		s.proxyJump = o.ProxyJump
+	case o.ProxyCommand != "":
+		command, s.proxySource = o.ProxyCommand, "Options.ProxyCommand"
+	case hc.ProxyJump != "" && hc.ProxyJump != "none":
+		s.proxyJump = hc.ProxyJump
+	default:
+		command, s.proxySource = hc.ProxyCommand, "ssh config ("+hc.Source+")"
 	}
 	if s.proxyJump == "none" {
 		s.proxyJump = ""
 	}
-	if s.proxyJump == "" && hc.ProxyCommand != "" && hc.ProxyCommand != "none" {
-		return nil, fmt.Errorf("ssh config (%s) sets ProxyCommand %q for %s, which spindle does not run: use ProxyJump instead, or set ConfigFile to a config without it",
-			hc.Source, hc.ProxyCommand, host)
+	if command != "" && command != "none" {
+		if s.proxyCommand, err = expandProxyCommand(command, s, keyHost); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.proxySource, err)
+		}
 	}
 	return s, nil
 }
@@ -251,6 +264,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 	}
 
 	var jump *link
+	var proxy *proxyConn
 	var conn net.Conn
 	start := time.Now()
 	if s.proxyJump != "" {
@@ -282,6 +296,12 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 			}
 			return nil, fmt.Errorf("connect to %s through jump host %s: %w", addr, last, err)
 		}
+	} else if s.proxyCommand != "" {
+		log.Debug("connecting through ProxyCommand", zap.String("host", s.display), zap.String("proxy_command", s.proxyCommand))
+		if proxy, err = dialProxyCommand(s.proxyCommand, s.proxySource, s.display, log); err != nil {
+			return nil, err
+		}
+		conn = proxy
 	} else {
 		d := net.Dialer{Timeout: s.timeout}
 		conn, err = d.DialContext(ctx, "tcp", addr)
@@ -307,7 +327,11 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		if jump != nil {
 			jump.Close()
 		}
-		return nil, classifyHandshake(err, hk, s, addr)
+		err = classifyHandshake(err, hk, s, addr)
+		if proxy != nil {
+			err = proxy.explain(err)
+		}
+		return nil, err
 	}
 	l := &link{client: client, started: started, jump: jump, name: s.display, stop: make(chan struct{})}
 	l.qa, _ = conn.(*quickAckConn)

@@ -59,6 +59,14 @@ type Options struct {
 	// hops separated by commas, reached in order by TCP forwarding (no
 	// agent on them); "none" connects directly.
 	ProxyJump string
+	// ProxyCommand overrides ssh_config's ProxyCommand (and ProxyJump,
+	// unless ProxyJump above is set): a command, run as ssh runs it (`exec
+	// COMMAND` through $SHELL, else /bin/sh, with the %h %p %r %n tokens
+	// expanded), whose stdin and stdout carry the connection; "none"
+	// connects directly. It runs on the controller's machine, for the
+	// controller's own connection: a hop started by an agent ignores it,
+	// as it ignores ProxyJump (the chain of agents is the route).
+	ProxyCommand string
 	// Agent supplies the agent binaries; default: the StartRequest's
 	// (the controller's embedded agents).
 	Agent bootstrap.Source

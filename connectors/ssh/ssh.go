@@ -27,7 +27,7 @@ func (o Options) Name() string {
 const exitGrace = 3 * time.Second
 
 // Start implements connectors.Connector: it connects and authenticates
-// (through ProxyJump hops if configured), runs the first stage in ONE
+// (through ProxyJump hops or a ProxyCommand if configured), runs the first stage in ONE
 // session and returns the agent's stream. Closing the Conn closes the
 // session, the connection and its keepalive.
 func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
