@@ -40,7 +40,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 }
 
 // sshOptionNames are the -o keys the CLI understands.
-var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly",
+var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent",
 	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
 	"ProxyCommand", "ProxyJump"}
 
@@ -130,6 +130,10 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 				return so, fmt.Errorf("-o %s: want a count, got %q", key, val)
 			}
 			so.KeepaliveCountMax = n
+		case "identityagent":
+			if so.IdentityAgent == "" {
+				so.IdentityAgent = val
+			}
 		case "proxycommand", "proxyjump":
 			// As in ssh, the first of the two given wins.
 			if so.ProxyCommand == "" && so.ProxyJump == "" {

@@ -58,15 +58,31 @@ func (a *authSet) close() {
 	}
 }
 
-// dialAgent connects to SSH_AUTH_SOCK, or returns nil.
-func dialAgent(log *zap.Logger) (agent.ExtendedAgent, io.Closer) {
-	sock := os.Getenv("SSH_AUTH_SOCK")
+// agentSocket resolves IdentityAgent as ssh does: unset or
+// "SSH_AUTH_SOCK" means $SSH_AUTH_SOCK, "none" no agent, "$VAR" (not
+// "${VAR}…") the variable's value, anything else a socket path (~, ${VAR}
+// and %-tokens already expanded by resolveConfig or settle).
+func agentSocket(identityAgent string) string {
+	switch {
+	case identityAgent == "" || identityAgent == "SSH_AUTH_SOCK":
+		return os.Getenv("SSH_AUTH_SOCK")
+	case identityAgent == "none":
+		return ""
+	case legacyEnvRef(identityAgent):
+		return os.Getenv(identityAgent[1:])
+	}
+	return identityAgent
+}
+
+// dialAgent connects to the ssh-agent at sock (agentSocket), or returns
+// nil.
+func dialAgent(sock string, log *zap.Logger) (agent.ExtendedAgent, io.Closer) {
 	if sock == "" {
 		return nil, nil
 	}
 	c, err := net.Dial("unix", sock)
 	if err != nil {
-		log.Debug("ssh-agent unreachable; not using it", zap.String("SSH_AUTH_SOCK", sock), zap.Error(err))
+		log.Debug("ssh-agent unreachable; not using it", zap.String("socket", sock), zap.Error(err))
 		return nil, nil
 	}
 	return agent.NewClient(c), c

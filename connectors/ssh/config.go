@@ -29,6 +29,7 @@ type hostConfig struct {
 	Port                  int
 	IdentityFiles         []string
 	IdentitiesOnly        bool
+	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
 	ProxyJump             string // "" or "none": direct
 	ProxyCommand          string // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
@@ -276,6 +277,11 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		}
 	case "identitiesonly":
 		hc.IdentitiesOnly = yes(val)
+	case "identityagent":
+		hc.IdentityAgent = unquote(val)
+		if v := hc.IdentityAgent; v != "none" && v != "SSH_AUTH_SOCK" && !legacyEnvRef(v) {
+			hc.IdentityAgent = tk.expand(expandEnvBraced(v))
+		}
 	case "proxyjump":
 		hc.ProxyJump = val
 	case "proxycommand":
@@ -310,6 +316,32 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		hc.ServerAliveCountMax = n
 	}
 	return nil
+}
+
+// legacyEnvRef reports whether an IdentityAgent value is ssh's older
+// "$VAR" form (the socket named by a variable), not a path with ${VAR}.
+func legacyEnvRef(v string) bool { return strings.HasPrefix(v, "$") && !strings.HasPrefix(v, "${") }
+
+// expandEnvBraced replaces ${VAR} with the variable's value, as ssh_config
+// does in the options that allow environment variables (a bare $VAR is
+// left alone, as ssh leaves it).
+func expandEnvBraced(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(s, "${")
+		if i < 0 {
+			break
+		}
+		j := strings.IndexByte(s[i:], '}')
+		if j < 0 {
+			break
+		}
+		b.WriteString(s[:i])
+		b.WriteString(os.Getenv(s[i+2 : i+j]))
+		s = s[i+j+1:]
+	}
+	b.WriteString(s)
+	return b.String()
 }
 
 func yes(v string) bool {
@@ -490,6 +522,13 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	}
 	for _, id := range ids {
 		_ = hc.set("identityfile", id, tk)
+	}
+	ia, err := get("IdentityAgent")
+	if err != nil {
+		return nil, err
+	}
+	if ia != "" {
+		_ = hc.set("identityagent", ia, tk)
 	}
 	for key, dst := range map[string]*[]string{"UserKnownHostsFile": &hc.UserKnownHostsFiles, "GlobalKnownHostsFile": &hc.GlobalKnownHostsFiles} {
 		v, err := get(key)

@@ -84,7 +84,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		return nil, nil, err
 	}
 	pr := &prompter{fn: o.PasswordPrompt}
-	ag, agConn := dialAgent(log)
+	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.identitiesOnly, o.Password, pr, s.user+"@"+s.display, log)
 	if agConn != nil {
 		auth.agent = agConn
@@ -255,15 +255,15 @@ func (h *delegateHelper) Extension(typ string, contents []byte) ([]byte, error) 
 }
 
 // trustKey summarises how a hop's connection is checked and authenticated
-// (host-key policy, known_hosts files, identities; not the password, only
-// whether there is one). Hops share a connection only if theirs are equal:
-// a hop with strict checking must not ride on a connection that another
-// hop accepted with the policy off, nor one that asked for a given key on
-// one authenticated with another.
+// (host-key policy, known_hosts files, identities and the ssh-agent that
+// holds them; not the password, only whether there is one). Hops share a
+// connection only if theirs are equal: a hop with strict checking must not
+// ride on a connection that another hop accepted with the policy off, nor
+// one that asked for a given key on one authenticated with another.
 func trustKey(s *settings, o Options) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%v\x00%q\x00%q\x00%q\x00%v", s.policy, s.hashKnown, s.knownFiles, s.knownWrite,
 		append(append([]string{}, o.IdentityFiles...), s.identityFiles...), s.identitiesOnly)
-	fmt.Fprintf(h, "\x00%v", o.Password != "" || o.PasswordPrompt != nil)
+	fmt.Fprintf(h, "\x00%v\x00%q", o.Password != "" || o.PasswordPrompt != nil, s.agentSocket)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

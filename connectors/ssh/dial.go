@@ -78,6 +78,7 @@ type settings struct {
 	hashKnown      bool
 	identitiesOnly bool
 	identityFiles  []string // from config, after Options.IdentityFiles
+	agentSocket    string   // the ssh-agent's socket; "" for none
 	proxyJump      string
 	proxyCommand   string // expanded; "" when proxyJump is set or none applies
 	proxySource    string // where proxyCommand came from, for messages
@@ -195,6 +196,12 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		s.identityFiles = withoutDefaultIdentities(hc.IdentityFiles)
 	}
 
+	identityAgent := hc.IdentityAgent
+	if o.IdentityAgent != "" {
+		identityAgent = expandHome(expandEnvBraced(o.IdentityAgent))
+	}
+	s.agentSocket = agentSocket(identityAgent)
+
 	// ProxyJump and ProxyCommand compete as in ssh: the first one set
 	// wins, and Options (ssh's -o, -J) come before any config file; ssh -G
 	// has already dropped the loser of a config file's two.
@@ -248,7 +255,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 	}
 
 	pr := &prompter{fn: o.PasswordPrompt}
-	ag, agConn := dialAgent(log)
+	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.identitiesOnly, o.Password, pr,
 		s.user+"@"+s.display, log)
 	if agConn != nil {

@@ -35,6 +35,10 @@ type Options struct {
 	IdentityFiles []string
 	// IdentitiesOnly: offer only the identity files, not every agent key.
 	IdentitiesOnly *bool
+	// IdentityAgent overrides ssh_config's IdentityAgent: the ssh-agent
+	// socket to use instead of $SSH_AUTH_SOCK ("none": no agent; "$VAR":
+	// the socket named by that variable).
+	IdentityAgent string
 	// Password for password and keyboard-interactive auth. Never logged.
 	Password string
 	// PasswordPrompt, if set, is called when a password or key passphrase

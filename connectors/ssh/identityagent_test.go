@@ -1,0 +1,138 @@
+package ssh
+
+import (
+	"context"
+	"errors"
+	"net"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"testing"
+
+	"github.com/spindle-rpc/spindle/rpc"
+	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+)
+
+func TestAgentSocket(t *testing.T) {
+	t.Setenv("SSH_AUTH_SOCK", "/env/auth.sock")
+	t.Setenv("OTHER_SOCK", "/env/other.sock")
+	for in, want := range map[string]string{
+		"":              "/env/auth.sock",
+		"SSH_AUTH_SOCK": "/env/auth.sock",
+		"none":          "",
+		"$OTHER_SOCK":   "/env/other.sock",
+		"/run/a.sock":   "/run/a.sock",
+	} {
+		if got := agentSocket(in); got != want {
+			t.Errorf("agentSocket(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// serveAgent serves a keyring holding key on a Unix socket until t ends.
+func serveAgent(t *testing.T, path string, key any) {
+	t.Helper()
+	ring := agent.NewKeyring()
+	if err := ring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				agent.ServeAgent(ring, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+		wg.Wait()
+	})
+}
+
+// IdentityAgent picks the ssh-agent, as in ssh: a socket path (with ~,
+// ${VAR} and tokens), "$VAR", "SSH_AUTH_SOCK" or "none"; Options override
+// the config.
+func TestIdentityAgent(t *testing.T) {
+	isolate(t) // SSH_AUTH_SOCK is empty: only IdentityAgent finds the key
+	dir := t.TempDir()
+	_, priv, pub := keyFiles(t, dir, "id_agent", "")
+	sock := filepath.Join(dir, "agent.sock")
+	serveAgent(t, sock, priv)
+	srv := newTestServer(t, &gossh.ServerConfig{
+		PublicKeyCallback: func(c gossh.ConnMetadata, k gossh.PublicKey) (*gossh.Permissions, error) {
+			if string(k.Marshal()) == string(pub.Marshal()) {
+				return nil, nil
+			}
+			return nil, errors.New("no")
+		},
+	}, false)
+	kh := knownHosts(t, srv)
+	t.Setenv("SPINDLE_TEST_AGENT_DIR", dir)
+	t.Setenv("SPINDLE_TEST_AGENT_SOCK", sock)
+	cfg := filepath.Join(dir, "config")
+	common := "  HostName 127.0.0.1\n  Port " + strconv.Itoa(srv.port) + "\n  User tester\n  UserKnownHostsFile " + kh + "\n"
+	writeFile(t, cfg, "Host path\n"+common+"  IdentityAgent ${SPINDLE_TEST_AGENT_DIR}/agent.sock\n"+
+		"Host var\n"+common+"  IdentityAgent $SPINDLE_TEST_AGENT_SOCK\n"+
+		"Host none\n"+common+"  IdentityAgent none\n"+
+		"Host env\n"+common)
+	try := func(how string, o Options, wantOK bool) {
+		t.Helper()
+		o.ConfigFile = cfg
+		l, err := connect(context.Background(), o, zap.NewNop(), 0)
+		if wantOK {
+			if err != nil {
+				t.Errorf("%s, %s: %v", how, o.Host, err)
+				return
+			}
+			l.Close()
+			return
+		}
+		if err == nil {
+			l.Close()
+			t.Errorf("%s, %s: connected without the agent", how, o.Host)
+		} else if !errors.Is(err, rpc.ErrAuth) {
+			t.Errorf("%s, %s: %v; want an authentication failure", how, o.Host, err)
+		}
+	}
+	check := func(how string) {
+		try(how, Options{Host: "path"}, true)
+		try(how, Options{Host: "var"}, true)
+		try(how, Options{Host: "env"}, false) // $SSH_AUTH_SOCK is empty
+		t.Setenv("SSH_AUTH_SOCK", sock)
+		try(how, Options{Host: "env"}, true)
+		try(how, Options{Host: "none"}, false)
+		try(how, Options{Host: "none", IdentityAgent: "$SPINDLE_TEST_AGENT_SOCK"}, true)
+		try(how, Options{Host: "path", IdentityAgent: "none"}, false)
+		t.Setenv("SSH_AUTH_SOCK", "")
+	}
+	check("ssh -G")
+	old := sshBinary
+	sshBinary = "" // ssh_config read by the fallback parser
+	defer func() { sshBinary = old }()
+	check("parsed")
+}
