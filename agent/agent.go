@@ -29,6 +29,7 @@ import (
 	"github.com/spindle-rpc/spindle/internal/spin"
 	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"github.com/spindle-rpc/spindle/services/connect"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"golang.org/x/sys/unix"
@@ -86,6 +87,7 @@ func DefaultServices(r *rpc.Registry) {
 	sys.Register(r)
 	exec.Register(r)
 	fs.Register(r)
+	agentfwd.Register(r)
 }
 
 // Main runs the agent on the process's stdin/stdout and exits.

@@ -32,6 +32,12 @@ func buildCLI(t *testing.T) string {
 // cli runs the spindle binary and returns stdout, stderr, exit status.
 func cli(t *testing.T, bin string, args ...string) (string, string, int) {
 	t.Helper()
+	return cliEnv(t, bin, nil, args...)
+}
+
+// cliEnv is cli with env added to the environment.
+func cliEnv(t *testing.T, bin string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	cmd := osexec.Command(bin, args...)
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -41,6 +47,7 @@ func cli(t *testing.T, bin string, args ...string) (string, string, int) {
 			cmd.Env = append(cmd.Env, e)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	timer := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
 	defer timer.Stop()
 	err := cmd.Run()
@@ -229,5 +236,76 @@ func TestCLICpBetweenTargets(t *testing.T) {
 	_, errs, code := cli(t, bin, append(common, from+"/root/.profile", to+"/tmp/x")...)
 	if code != 1 || !strings.Contains(errs, "/root/.profile") || !strings.Contains(errs, "permission denied") {
 		t.Errorf("cp of an unreadable source: exit %d, stderr %q", code, errs)
+	}
+}
+
+// -A forwards the controller's real ssh-agent to the target's commands, as
+// ssh -A would: ssh-add there lists the key, cannot remove it, and without
+// -A finds no agent; the socket goes when the run ends.
+func TestCLIForwardAgent(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	for _, tool := range []string{"ssh-agent", "ssh-add"} {
+		if _, err := osexec.LookPath(tool); err != nil {
+			sshtest.CannotRun(t, "no "+tool+" (apt-get install openssh-client)")
+		}
+	}
+	bin := buildCLI(t)
+	sock := filepath.Join(sshtest.TempDir(t, "fwd-"), "agent.sock")
+	// ssh-agent -a returns once its socket listens; it prints its pid.
+	out, err := osexec.Command("ssh-agent", "-s", "-a", sock).Output()
+	if err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	m := regexp.MustCompile(`SSH_AGENT_PID=(\d+)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("ssh-agent printed no pid: %q", out)
+	}
+	t.Cleanup(func() { osexec.Command("kill", m[1]).Run() })
+	env := []string{"SSH_AUTH_SOCK=" + sock}
+	add := osexec.Command("ssh-add", tg.key.Path)
+	add.Env = append(os.Environ(), env...)
+	if b, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("ssh-add: %v %s", err, b)
+	}
+	list := func() string {
+		l := osexec.Command("ssh-add", "-l")
+		l.Env = append(os.Environ(), env...)
+		b, _ := l.Output()
+		return string(b)
+	}
+	want := list()
+	if !strings.Contains(want, "ED25519") {
+		t.Fatalf("the local agent lists %q", want)
+	}
+
+	target := fmt.Sprintf("ssh:%s@127.0.0.1:%d", tg.u.Name, tg.s.Port)
+	flags := []string{"-F", "none", "-i", tg.key.Path, "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + tg.kh}
+	run := func(fwd bool, argv ...string) (string, string, int) {
+		args := append(append([]string{}, flags...), "run")
+		if fwd {
+			args = append(args, "-A")
+		}
+		return cliEnv(t, bin, env, append(append(args, target, "--"), argv...)...)
+	}
+
+	if out, errs, code := run(true, "ssh-add", "-l"); code != 0 || out != want {
+		t.Fatalf("-A: ssh-add -l on the target: exit %d, %q (stderr %q); want %q", code, out, errs, want)
+	}
+	if out, errs, code := run(false, "ssh-add", "-l"); code != 2 {
+		t.Errorf("without -A: ssh-add -l exit %d, %q %q; want 2 (no agent)", code, out, errs)
+	}
+	if _, _, code := run(true, "ssh-add", "-D"); code == 0 {
+		t.Error("-A: ssh-add -D succeeded on the target")
+	}
+	if got := list(); got != want {
+		t.Errorf("after ssh-add -D on the target, the local agent lists %q, want %q", got, want)
+	}
+	path, _, code := run(true, "sh", "-c", `test -S "$SSH_AUTH_SOCK" && printf %s "$SSH_AUTH_SOCK"`)
+	if code != 0 || path == "" {
+		t.Fatalf("-A: no socket in SSH_AUTH_SOCK (%q, exit %d)", path, code)
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("the forwarded socket %s outlives the run: %v", path, err)
 	}
 }

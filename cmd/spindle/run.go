@@ -20,7 +20,8 @@ import (
 var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 
 func newRunCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var forward bool
+	return forwardFlag(&cobra.Command{
 		Use:               "run TARGET -- CMD [ARGS...]",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Run a command on the target, streaming stdin, stdout and stderr",
@@ -33,7 +34,8 @@ Connection failures exit with 255, like ssh.`,
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
   spindle run -J bastion web1,sudo:postgres -- psql -c 'select 1'
-  spindle run bastion,web1,docker:app1 -- ps aux`,
+  spindle run bastion,web1,docker:app1 -- ps aux
+  spindle run -A web1 -- git -C /srv/app pull`,
 		Args: func(c *cobra.Command, args []string) error {
 			if err := targetArgs(true)(c, args); err != nil {
 				return err
@@ -51,10 +53,15 @@ Connection failures exit with 255, like ssh.`,
 				return err
 			}
 			defer s.Close()
+			stopFwd, err := g.startForwarding(ctx, s, forward)
+			if err != nil {
+				return err
+			}
+			defer stopFwd()
 			res, err := runStreaming(ctx, s.cx, exec.Cmd{Argv: args[1:]}, g.stdin, g.stdout, g.stderr)
 			return commandExit(res, err, sig())
 		},
-	}
+	}, &forward)
 }
 
 // runStreaming runs cmd through exec.Start: stdin is copied to the process
@@ -110,7 +117,8 @@ func resultExitCode(res *exec.Result) int {
 }
 
 func newShellCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var forward bool
+	return forwardFlag(&cobra.Command{
 		Use:               "shell TARGET [-- CMD [ARGS...]]",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Open an interactive shell (or run CMD) on a terminal on the target",
@@ -135,10 +143,15 @@ window size changes are forwarded. The exit status is the shell's.`,
 				return err
 			}
 			defer s.Close()
+			stopFwd, err := g.startForwarding(ctx, s, forward)
+			if err != nil {
+				return err
+			}
+			defer stopFwd()
 			res, err := runShell(ctx, s.cx, argv, g)
 			return commandExit(res, err, sig())
 		},
-	}
+	}, &forward)
 }
 
 func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, g *globals) (*exec.Result, error) {

@@ -3,12 +3,11 @@ package ssh
 import (
 	"context"
 	"errors"
-	"net"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"testing"
 
+	"github.com/spindle-rpc/spindle/internal/sshagenttest"
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
@@ -38,40 +37,7 @@ func serveAgent(t *testing.T, path string, key any) {
 	if err := ring.Add(agent.AddedKey{PrivateKey: key}); err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("unix", path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, c)
-			mu.Unlock()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				agent.ServeAgent(ring, c)
-			}()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		for _, c := range conns {
-			c.Close()
-		}
-		mu.Unlock()
-		wg.Wait()
-	})
+	sshagenttest.Serve(t, path, ring)
 }
 
 // IdentityAgent picks the ssh-agent, as in ssh: a socket path (with ~,

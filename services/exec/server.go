@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"golang.org/x/sys/unix"
 )
 
@@ -380,6 +381,13 @@ func buildEnv(c *Cmd) ([]string, error) {
 	var env []string
 	if !c.ClearEnv {
 		env = os.Environ()
+		// While the controller forwards its ssh-agent here, the agent's
+		// environment includes the forwarded socket, as an ssh -A session's
+		// does (Unset and Env still apply).
+		if sock := agentfwd.Socket(); sock != "" {
+			env = append(slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "SSH_AUTH_SOCK=") }),
+				"SSH_AUTH_SOCK="+sock)
+		}
 	}
 	unset := func(key string) {
 		env = slices.DeleteFunc(env, func(kv string) bool {
