@@ -301,6 +301,19 @@ func TestCLIForwardAgent(t *testing.T) {
 	if got := list(); got != want {
 		t.Errorf("after ssh-add -D on the target, the local agent lists %q, want %q", got, want)
 	}
+	// ssh_config's ForwardAgent does what -A does, and -o overrides it.
+	cfg := filepath.Join(sshtest.TempDir(t, "fwd-cfg-"), "config")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("Host fwd\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  ForwardAgent yes\n",
+		tg.s.Port, tg.u.Name, tg.key.Path, tg.kh)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errs, code := cliEnv(t, bin, env, "-F", cfg, "run", "fwd", "--", "ssh-add", "-l"); code != 0 || out != want {
+		t.Errorf("ForwardAgent yes: ssh-add -l exit %d, %q (stderr %q); want %q", code, out, errs, want)
+	}
+	if _, _, code := cliEnv(t, bin, env, "-F", cfg, "-o", "ForwardAgent=no", "run", "fwd", "--", "ssh-add", "-l"); code != 2 {
+		t.Errorf("-o ForwardAgent=no over the config's yes: ssh-add -l exit %d, want 2", code)
+	}
+
 	path, _, code := run(true, "sh", "-c", `test -S "$SSH_AUTH_SOCK" && printf %s "$SSH_AUTH_SOCK"`)
 	if code != 0 || path == "" {
 		t.Fatalf("-A: no socket in SSH_AUTH_SOCK (%q, exit %d)", path, code)

@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"go.uber.org/zap"
 )
@@ -13,25 +14,37 @@ import (
 // forwardFlag adds -A to a command that runs programs on its target.
 func forwardFlag(c *cobra.Command, on *bool) *cobra.Command {
 	c.Flags().BoolVarP(on, "forward-agent", "A", false,
-		"forward this machine's ssh-agent ($SSH_AUTH_SOCK) to the target's commands, like ssh -A; read-only: they may list keys and sign, not add, remove or lock")
+		"forward this machine's ssh-agent ($SSH_AUTH_SOCK, or ssh_config's IdentityAgent) to the target's commands, like ssh -A (ssh_config's ForwardAgent does it for an SSH target); read-only: they may list keys and sign, not add, remove or lock")
 	return c
 }
 
 // startForwarding forwards the ssh-agent to s's target when -A was given,
-// and returns what ends it. Without an agent here it warns and goes on
-// without, as ssh -A does (quietly, there).
-func (g *globals) startForwarding(ctx stdctx.Context, s *session, on bool) (stop func(), err error) {
-	if !on {
-		return func() {}, nil
+// or when the last hop is SSH and ssh_config (or -o) says ForwardAgent for
+// it, as ssh would; it returns what ends the forwarding. The agent is the
+// one ssh would forward: IdentityAgent's, else $SSH_AUTH_SOCK's. With -A
+// and no agent here it warns and goes on without (ssh does so quietly).
+func (g *globals) startForwarding(ctx stdctx.Context, s *session, flagA bool) (stop func(), err error) {
+	noop := func() {}
+	var sock string
+	if so, ok := s.last.(ssh.Options); ok {
+		if flagA {
+			so.ForwardAgent = "yes"
+		}
+		if sock, err = so.AgentToForward(ctx, s.log); err != nil {
+			return nil, &connectError{err: fmt.Errorf("%s: ForwardAgent: %w", s.cx.Name(), err)}
+		}
+	} else if flagA {
+		sock = os.Getenv("SSH_AUTH_SOCK")
 	}
-	sock := os.Getenv("SSH_AUTH_SOCK")
 	if sock == "" {
-		fmt.Fprintln(g.stderr, "spindle: -A: no ssh-agent to forward (SSH_AUTH_SOCK is not set); going on without")
-		return func() {}, nil
+		if flagA {
+			fmt.Fprintln(g.stderr, "spindle: -A: no ssh-agent to forward (SSH_AUTH_SOCK is not set, or IdentityAgent is none); going on without")
+		}
+		return noop, nil
 	}
 	f, err := agentfwd.Start(ctx, s.cx, sock)
 	if err != nil {
-		return nil, &connectError{err: fmt.Errorf("%s: -A: %w", s.cx.Name(), err)}
+		return nil, &connectError{err: fmt.Errorf("%s: forwarding the ssh-agent: %w", s.cx.Name(), err)}
 	}
 	s.log.Info("forwarding ssh-agent", zap.String("context", s.cx.Name()), zap.String("SSH_AUTH_SOCK", f.Path))
 	return func() { f.Close() }, nil

@@ -243,6 +243,10 @@ type session struct {
 	ctl *spindle.Controller
 	cx  *spindle.Context
 	log *zap.Logger
+	// last is the connector of cx's last hop (connect), lasts those of
+	// every target's (connectAll), in order.
+	last  spindle.Connector
+	lasts []spindle.Connector
 }
 
 func (s *session) Close() {
@@ -256,7 +260,7 @@ func (g *globals) connect(ctx stdctx.Context, target string) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.cx = cxs[0]
+	s.cx, s.last = cxs[0], s.lasts[0]
 	return s, nil
 }
 
@@ -294,7 +298,9 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 	}
 	connected := map[string]*spindle.Context{} // by the hops that lead to it
 	var cxs []*spindle.Context
+	var lasts []spindle.Connector
 	for _, c := range chains {
+		lasts = append(lasts, c.hops[len(c.hops)-1])
 		var cx *spindle.Context
 		for i, hop := range c.hops {
 			route := strings.Join(c.names[:i+1], "\x00")
@@ -316,7 +322,7 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 		}
 		cxs = append(cxs, cx)
 	}
-	return &session{ctl: ctl, log: log}, cxs, nil
+	return &session{ctl: ctl, log: log, lasts: lasts}, cxs, nil
 }
 
 // signalContext is cancelled by SIGINT, SIGTERM or SIGHUP; sig reports which

@@ -40,7 +40,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 }
 
 // sshOptionNames are the -o keys the CLI understands.
-var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent",
+var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "ForwardAgent",
 	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
 	"ProxyCommand", "ProxyJump"}
 
@@ -133,6 +133,10 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 		case "identityagent":
 			if so.IdentityAgent == "" {
 				so.IdentityAgent = val
+			}
+		case "forwardagent":
+			if so.ForwardAgent == "" {
+				so.ForwardAgent = val
 			}
 		case "proxycommand", "proxyjump":
 			// As in ssh, the first of the two given wins.

@@ -30,6 +30,7 @@ type hostConfig struct {
 	IdentityFiles         []string
 	IdentitiesOnly        bool
 	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
+	ForwardAgent          string // "", "no", "yes", or an agent socket as in IdentityAgent
 	ProxyJump             string // "" or "none": direct
 	ProxyCommand          string // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
@@ -277,6 +278,15 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		}
 	case "identitiesonly":
 		hc.IdentitiesOnly = yes(val)
+	case "forwardagent":
+		switch v := unquote(val); {
+		case isYesNo(v) && !yes(v):
+			hc.ForwardAgent = "" // no: ssh's default, as ssh -G prints it
+		case isYesNo(v) || v == "SSH_AUTH_SOCK" || legacyEnvRef(v):
+			hc.ForwardAgent = v
+		default:
+			hc.ForwardAgent = tk.expand(expandEnvBraced(v))
+		}
 	case "identityagent":
 		hc.IdentityAgent = unquote(val)
 		if v := hc.IdentityAgent; v != "none" && v != "SSH_AUTH_SOCK" && !legacyEnvRef(v) {
@@ -342,6 +352,14 @@ func expandEnvBraced(s string) string {
 	}
 	b.WriteString(s)
 	return b.String()
+}
+
+func isYesNo(v string) bool {
+	switch strings.ToLower(v) {
+	case "yes", "true", "no", "false", "":
+		return true
+	}
+	return false
 }
 
 func yes(v string) bool {
@@ -523,12 +541,14 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	for _, id := range ids {
 		_ = hc.set("identityfile", id, tk)
 	}
-	ia, err := get("IdentityAgent")
-	if err != nil {
-		return nil, err
-	}
-	if ia != "" {
-		_ = hc.set("identityagent", ia, tk)
+	for _, key := range []string{"IdentityAgent", "ForwardAgent"} {
+		v, err := get(key)
+		if err != nil {
+			return nil, err
+		}
+		if v != "" {
+			_ = hc.set(strings.ToLower(key), v, tk)
+		}
 	}
 	for key, dst := range map[string]*[]string{"UserKnownHostsFile": &hc.UserKnownHostsFiles, "GlobalKnownHostsFile": &hc.GlobalKnownHostsFiles} {
 		v, err := get(key)

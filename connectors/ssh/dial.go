@@ -79,6 +79,7 @@ type settings struct {
 	identitiesOnly bool
 	identityFiles  []string // from config, after Options.IdentityFiles
 	agentSocket    string   // the ssh-agent's socket; "" for none
+	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
 	proxyJump      string
 	proxyCommand   string // expanded; "" when proxyJump is set or none applies
 	proxySource    string // where proxyCommand came from, for messages
@@ -201,6 +202,21 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		identityAgent = expandHome(expandEnvBraced(o.IdentityAgent))
 	}
 	s.agentSocket = agentSocket(identityAgent)
+	// ForwardAgent yes forwards the agent ssh itself uses (IdentityAgent's);
+	// a socket names another.
+	forward := hc.ForwardAgent
+	if o.ForwardAgent != "" {
+		forward = o.ForwardAgent
+		if !isYesNo(forward) && forward != "SSH_AUTH_SOCK" && !legacyEnvRef(forward) {
+			forward = expandHome(expandEnvBraced(forward))
+		}
+	}
+	switch {
+	case yes(forward):
+		s.forwardAgent = s.agentSocket
+	case !isYesNo(forward):
+		s.forwardAgent = agentSocket(forward)
+	}
 
 	// ProxyJump and ProxyCommand compete as in ssh: the first one set
 	// wins, and Options (ssh's -o, -J) come before any config file; ssh -G

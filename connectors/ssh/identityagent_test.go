@@ -3,8 +3,10 @@ package ssh
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/sshagenttest"
@@ -99,6 +101,61 @@ func TestIdentityAgent(t *testing.T) {
 	check("ssh -G")
 	old := sshBinary
 	sshBinary = "" // ssh_config read by the fallback parser
+	defer func() { sshBinary = old }()
+	check("parsed")
+}
+
+// ForwardAgent resolves to the agent ssh would forward: IdentityAgent's
+// (else $SSH_AUTH_SOCK's) for yes, the named one for a socket, none for
+// no; Options override the config.
+func TestAgentToForward(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	t.Setenv("SSH_AUTH_SOCK", "/env/auth.sock")
+	t.Setenv("SPINDLE_TEST_FWD_SOCK", "/env/fwd.sock")
+	cfg := filepath.Join(dir, "config")
+	writeFile(t, cfg, "Host yes\n  ForwardAgent yes\n"+
+		"Host yes-ia\n  ForwardAgent yes\n  IdentityAgent /run/ia.sock\n"+
+		"Host path\n  ForwardAgent ${HOME}/fwd.sock\n"+
+		"Host var\n  ForwardAgent $SPINDLE_TEST_FWD_SOCK\n"+
+		"Host no\n  ForwardAgent no\n"+
+		"Host default\n")
+	home := os.Getenv("HOME")
+	cases := []struct {
+		o    Options
+		want string
+		// ssh_config's fallback parser reads ForwardAgent as yes or no
+		// only, and says so rather than guess.
+		parserRefuses bool
+	}{
+		{Options{Host: "yes"}, "/env/auth.sock", false},
+		{Options{Host: "yes-ia"}, "/run/ia.sock", false},
+		{Options{Host: "path"}, home + "/fwd.sock", true},
+		{Options{Host: "var"}, "/env/fwd.sock", true},
+		{Options{Host: "no"}, "", false},
+		{Options{Host: "default"}, "", false},
+		{Options{Host: "default", ForwardAgent: "yes"}, "/env/auth.sock", false},
+		{Options{Host: "yes", ForwardAgent: "no"}, "", false},
+		{Options{Host: "no", ForwardAgent: "$SPINDLE_TEST_FWD_SOCK"}, "/env/fwd.sock", false},
+	}
+	check := func(how string) {
+		for _, c := range cases {
+			c.o.ConfigFile, c.o.User = cfg, "u"
+			got, err := c.o.AgentToForward(context.Background(), nil)
+			if how == "parsed" && c.parserRefuses {
+				if err == nil || !strings.Contains(err.Error(), "ForwardAgent") {
+					t.Errorf("%s, %s: %q, %v; want an error naming ForwardAgent", how, c.o.Host, got, err)
+				}
+				continue
+			}
+			if err != nil || got != c.want {
+				t.Errorf("%s, %s (ForwardAgent option %q): %q, %v; want %q", how, c.o.Host, c.o.ForwardAgent, got, err, c.want)
+			}
+		}
+	}
+	check("ssh -G")
+	old := sshBinary
+	sshBinary = ""
 	defer func() { sshBinary = old }()
 	check("parsed")
 }

@@ -4,9 +4,11 @@
 package ssh
 
 import (
+	"context"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
+	"go.uber.org/zap"
 )
 
 // HostKeyPolicy says what to do with a host key known_hosts does not have.
@@ -39,6 +41,11 @@ type Options struct {
 	// socket to use instead of $SSH_AUTH_SOCK ("none": no agent; "$VAR":
 	// the socket named by that variable).
 	IdentityAgent string
+	// ForwardAgent overrides ssh_config's ForwardAgent for AgentToForward:
+	// "yes", "no", or the socket of the agent to forward (as in
+	// IdentityAgent). The connector itself forwards nothing: the caller
+	// starts the forwarding on the context (agentfwd.Start), as the CLI does.
+	ForwardAgent string
 	// Password for password and keyboard-interactive auth. Never logged.
 	Password string
 	// PasswordPrompt, if set, is called when a password or key passphrase
@@ -80,4 +87,18 @@ type Options struct {
 	// as OpenSSH's ControlMaster does; OwnConnection dials one for this
 	// hop alone. The controller's own connections are never shared.
 	OwnConnection bool
+}
+
+// AgentToForward resolves ForwardAgent (Options, else ssh_config) to the
+// socket of the ssh-agent that `ssh` would forward to this host, or "" when
+// it would forward none.
+func (o Options) AgentToForward(ctx context.Context, log *zap.Logger) (string, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s, err := o.settle(ctx, log)
+	if err != nil {
+		return "", err
+	}
+	return s.forwardAgent, nil
 }
