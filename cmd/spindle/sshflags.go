@@ -40,7 +40,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 }
 
 // sshOptionNames are the -o keys the CLI understands.
-var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "ForwardAgent",
+var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "CertificateFile", "ForwardAgent",
 	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
 	"ProxyCommand", "ProxyJump"}
 
@@ -96,6 +96,8 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 			so.KnownHostsFiles = append(so.KnownHostsFiles, strings.Fields(val)...)
 		case "identityfile":
 			so.IdentityFiles = append(so.IdentityFiles, val)
+		case "certificatefile":
+			so.CertificateFiles = append(so.CertificateFiles, val)
 		case "identitiesonly":
 			b, err := parseYesNo(key, val)
 			if err != nil {

@@ -99,7 +99,7 @@ type identity struct {
 // keyboard-interactive and password when a password or a prompt exists.
 // explicit identity files (Options.IdentityFiles) that do not exist are
 // warned about; config/default ones are skipped quietly.
-func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig []string, identitiesOnly bool,
+func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string, identitiesOnly bool,
 	password string, pr *prompter, userHost string, log *zap.Logger) (*authSet, error) {
 	as := &authSet{}
 	seen := map[string]bool{}
@@ -167,6 +167,31 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig []string, identities
 			if cs, err := gossh.NewCertSigner(cert, s); err == nil {
 				add(cs)
 			}
+		}
+	}
+	// CertificateFile: each certificate goes with the private key it
+	// certifies, from an identity file or the ssh-agent, as in ssh.
+	for _, path := range certFiles {
+		path = expandHome(path)
+		cert := loadCert(path)
+		if cert == nil {
+			log.Debug("certificate file skipped: missing, or not an OpenSSH certificate", zap.String("file", path))
+			continue
+		}
+		key := cert.Key.Marshal()
+		var signer gossh.Signer
+		for _, s := range append(append([]gossh.Signer{}, as.signers...), agentSigners...) {
+			if bytes.Equal(s.PublicKey().Marshal(), key) {
+				signer = s
+				break
+			}
+		}
+		if signer == nil {
+			log.Warn("certificate file skipped: no identity file or ssh-agent key for the key it certifies", zap.String("file", path))
+			continue
+		}
+		if cs, err := gossh.NewCertSigner(cert, signer); err == nil {
+			add(cs)
 		}
 	}
 	if !identitiesOnly {

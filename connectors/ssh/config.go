@@ -29,6 +29,7 @@ type hostConfig struct {
 	Port                  int
 	IdentityFiles         []string
 	IdentitiesOnly        bool
+	CertificateFiles      []string
 	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
 	ForwardAgent          string // "", "no", "yes", or an agent socket as in IdentityAgent
 	ProxyJump             string // "" or "none": direct
@@ -173,6 +174,9 @@ func runSSHG(ctx context.Context, path, host, configFile, user string, port int)
 	for i, f := range hc.IdentityFiles {
 		hc.IdentityFiles[i] = tk.expand(f)
 	}
+	for i, f := range hc.CertificateFiles {
+		hc.CertificateFiles[i] = tk.expand(f)
+	}
 	for i, f := range hc.UserKnownHostsFiles {
 		hc.UserKnownHostsFiles[i] = tk.expand(f)
 	}
@@ -278,6 +282,10 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		}
 	case "identitiesonly":
 		hc.IdentitiesOnly = yes(val)
+	case "certificatefile":
+		if v := unquote(val); v != "" && v != "none" {
+			hc.CertificateFiles = append(hc.CertificateFiles, tk.expand(v))
+		}
 	case "forwardagent":
 		switch v := unquote(val); {
 		case isYesNo(v) && !yes(v):
@@ -540,6 +548,13 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	}
 	for _, id := range ids {
 		_ = hc.set("identityfile", id, tk)
+	}
+	certs, err := getAll("CertificateFile")
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range certs {
+		_ = hc.set("certificatefile", c, tk)
 	}
 	for _, key := range []string{"IdentityAgent", "ForwardAgent"} {
 		v, err := get(key)

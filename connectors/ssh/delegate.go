@@ -85,7 +85,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 	}
 	pr := &prompter{fn: o.PasswordPrompt}
 	ag, agConn := dialAgent(s.agentSocket, log)
-	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.identitiesOnly, o.Password, pr, s.user+"@"+s.display, log)
+	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr, s.user+"@"+s.display, log)
 	if agConn != nil {
 		auth.agent = agConn
 	}
@@ -263,7 +263,7 @@ func (h *delegateHelper) Extension(typ string, contents []byte) ([]byte, error) 
 func trustKey(s *settings, o Options) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%v\x00%q\x00%q\x00%q\x00%v", s.policy, s.hashKnown, s.knownFiles, s.knownWrite,
-		append(append([]string{}, o.IdentityFiles...), s.identityFiles...), s.identitiesOnly)
+		append(append(append([]string{}, o.IdentityFiles...), s.identityFiles...), s.certFiles...), s.identitiesOnly)
 	fmt.Fprintf(h, "\x00%v\x00%q", o.Password != "" || o.PasswordPrompt != nil, s.agentSocket)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -78,6 +78,7 @@ type settings struct {
 	hashKnown      bool
 	identitiesOnly bool
 	identityFiles  []string // from config, after Options.IdentityFiles
+	certFiles      []string // Options.CertificateFiles, then config's
 	agentSocket    string   // the ssh-agent's socket; "" for none
 	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
 	proxyJump      string
@@ -197,6 +198,8 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		s.identityFiles = withoutDefaultIdentities(hc.IdentityFiles)
 	}
 
+	s.certFiles = append(append([]string{}, o.CertificateFiles...), hc.CertificateFiles...)
+
 	identityAgent := hc.IdentityAgent
 	if o.IdentityAgent != "" {
 		identityAgent = expandHome(expandEnvBraced(o.IdentityAgent))
@@ -272,7 +275,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 
 	pr := &prompter{fn: o.PasswordPrompt}
 	ag, agConn := dialAgent(s.agentSocket, log)
-	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.identitiesOnly, o.Password, pr,
+	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr,
 		s.user+"@"+s.display, log)
 	if agConn != nil {
 		auth.agent = agConn

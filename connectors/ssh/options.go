@@ -37,6 +37,11 @@ type Options struct {
 	IdentityFiles []string
 	// IdentitiesOnly: offer only the identity files, not every agent key.
 	IdentitiesOnly *bool
+	// CertificateFiles are OpenSSH certificates to offer (CertificateFile),
+	// before ssh_config's; each with the private key it certifies, from an
+	// identity file or the ssh-agent. KEY-cert.pub beside an identity
+	// file is offered without being named.
+	CertificateFiles []string
 	// IdentityAgent overrides ssh_config's IdentityAgent: the ssh-agent
 	// socket to use instead of $SSH_AUTH_SOCK ("none": no agent; "$VAR":
 	// the socket named by that variable).
