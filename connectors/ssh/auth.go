@@ -49,7 +49,31 @@ func (p *prompter) setDeadlineHooks(pause, resume func()) {
 type authSet struct {
 	signers []gossh.Signer // publickey, identity files first
 	methods []gossh.AuthMethod
-	agent   io.Closer // the ssh-agent connection, closed after the handshake
+	named   map[string]gossh.AuthMethod // methods by their SSH name
+	agent   io.Closer                   // the ssh-agent connection, closed after the handshake
+}
+
+// defaultMethods is the order ssh tries the methods Spindle has.
+var defaultMethods = []string{"publickey", "keyboard-interactive", "password"}
+
+// method adds m under its SSH name.
+func (a *authSet) method(name string, m gossh.AuthMethod) {
+	if a.named == nil {
+		a.named = map[string]gossh.AuthMethod{}
+	}
+	a.named[name] = m
+	a.methods = append(a.methods, m)
+}
+
+// only keeps the methods named, in that order (ssh_config's
+// PreferredAuthentications, less the ones turned off).
+func (a *authSet) only(names []string) {
+	a.methods = a.methods[:0]
+	for _, n := range names {
+		if m, ok := a.named[n]; ok {
+			a.methods = append(a.methods, m)
+		}
+	}
 }
 
 func (a *authSet) close() {
@@ -201,7 +225,7 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 	}
 	if len(as.signers) > 0 {
 		signers := as.signers
-		as.methods = append(as.methods, gossh.PublicKeysCallback(func() ([]gossh.Signer, error) { return signers, nil }))
+		as.method("publickey", gossh.PublicKeysCallback(func() ([]gossh.Signer, error) { return signers, nil }))
 	}
 
 	if password != "" || pr.ok() {
@@ -215,7 +239,7 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 			once.Do(func() { pw, pwErr = pr.ask(userHost + "'s password: ") })
 			return pw, pwErr
 		}
-		as.methods = append(as.methods, gossh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
+		as.method("keyboard-interactive", gossh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
 			answers := make([]string, len(questions))
 			for i, q := range questions {
 				lq := strings.ToLower(q)
@@ -242,7 +266,7 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 			}
 			return answers, nil
 		}))
-		as.methods = append(as.methods, gossh.PasswordCallback(getPassword))
+		as.method("password", gossh.PasswordCallback(getPassword))
 	}
 	return as, nil
 }

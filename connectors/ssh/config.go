@@ -29,6 +29,9 @@ type hostConfig struct {
 	Port                  int
 	IdentityFiles         []string
 	IdentitiesOnly        bool
+	BatchMode             bool
+	NoMethods             []string // methods turned off: PubkeyAuthentication no, …
+	PreferredMethods      []string // PreferredAuthentications, in order; nil: ssh's order
 	CertificateFiles      []string
 	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
 	ForwardAgent          string // "", "no", "yes", or an agent socket as in IdentityAgent
@@ -282,6 +285,16 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		}
 	case "identitiesonly":
 		hc.IdentitiesOnly = yes(val)
+	case "batchmode":
+		hc.BatchMode = yes(val)
+	case "pubkeyauthentication", "kbdinteractiveauthentication", "passwordauthentication":
+		// pubkeyauthentication also takes unbound and host-bound: both on.
+		if v := strings.ToLower(val); v == "no" || v == "false" {
+			hc.NoMethods = append(hc.NoMethods, map[string]string{"pubkeyauthentication": "publickey",
+				"kbdinteractiveauthentication": "keyboard-interactive", "passwordauthentication": "password"}[key])
+		}
+	case "preferredauthentications":
+		hc.PreferredMethods = strings.Split(val, ",")
 	case "certificatefile":
 		if v := unquote(val); v != "" && v != "none" {
 			hc.CertificateFiles = append(hc.CertificateFiles, tk.expand(v))
@@ -493,7 +506,8 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 
 	single := []string{"HostName", "User", "Port", "IdentitiesOnly", "ProxyJump", "ProxyCommand",
 		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
-		"ServerAliveInterval", "ServerAliveCountMax"}
+		"ServerAliveInterval", "ServerAliveCountMax", "BatchMode", "PubkeyAuthentication",
+		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications"}
 	vals := map[string]string{}
 	for _, k := range single {
 		v, err := get(k)
@@ -524,7 +538,9 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	}
 	hc.User = remoteUser
 	for _, k := range single[2:] {
-		if vals[k] == "" {
+		// The parser answers ssh's default order when none is set, which
+		// ssh -G leaves out: nil means that order here.
+		if vals[k] == "" || k == "PreferredAuthentications" && vals[k] == ssh_config.Default(k) {
 			continue
 		}
 		if err := hc.set(strings.ToLower(k), vals[k], nil); err != nil {

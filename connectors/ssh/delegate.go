@@ -83,7 +83,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 	if err != nil {
 		return nil, nil, err
 	}
-	pr := &prompter{fn: o.PasswordPrompt}
+	pr := s.prompter(o.PasswordPrompt)
 	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr, s.user+"@"+s.display, log)
 	if agConn != nil {
@@ -103,6 +103,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		KeepaliveInterval: s.kaInterval,
 		KeepaliveCountMax: s.kaCount,
 		Password:          o.Password != "" || pr.ok(),
+		Methods:           s.methods,
 		ContextName:       o.ContextName,
 		OwnConnection:     o.OwnConnection,
 		Trust:             trustKey(s, o),
@@ -264,6 +265,6 @@ func trustKey(s *settings, o Options) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%v\x00%q\x00%q\x00%q\x00%v", s.policy, s.hashKnown, s.knownFiles, s.knownWrite,
 		append(append(append([]string{}, o.IdentityFiles...), s.identityFiles...), s.certFiles...), s.identitiesOnly)
-	fmt.Fprintf(h, "\x00%v\x00%q", o.Password != "" || o.PasswordPrompt != nil, s.agentSocket)
+	fmt.Fprintf(h, "\x00%v\x00%q\x00%q", o.Password != "" || o.PasswordPrompt != nil, s.agentSocket, s.methods)
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,6 +80,8 @@ type settings struct {
 	identitiesOnly bool
 	identityFiles  []string // from config, after Options.IdentityFiles
 	certFiles      []string // Options.CertificateFiles, then config's
+	batchMode      bool     // no prompts (ssh_config's BatchMode)
+	methods        []string // the auth methods to try, in order
 	agentSocket    string   // the ssh-agent's socket; "" for none
 	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
 	proxyJump      string
@@ -199,6 +202,15 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 	}
 
 	s.certFiles = append(append([]string{}, o.CertificateFiles...), hc.CertificateFiles...)
+	s.batchMode = hc.BatchMode
+	s.methods = hc.PreferredMethods
+	if o.PreferredAuthentications != nil {
+		s.methods = o.PreferredAuthentications
+	}
+	if s.methods == nil {
+		s.methods = defaultMethods
+	}
+	s.methods = slices.DeleteFunc(slices.Clone(s.methods), func(m string) bool { return slices.Contains(hc.NoMethods, m) })
 
 	identityAgent := hc.IdentityAgent
 	if o.IdentityAgent != "" {
@@ -246,6 +258,14 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 	return s, nil
 }
 
+// prompter asks through fn unless BatchMode forbids asking.
+func (s *settings) prompter(fn func(string) (string, error)) *prompter {
+	if s.batchMode {
+		fn = nil
+	}
+	return &prompter{fn: fn}
+}
+
 // firstDuration returns the first non-zero value; a negative one means off.
 func firstDuration(ds ...time.Duration) time.Duration {
 	for _, d := range ds {
@@ -273,7 +293,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		return nil, err
 	}
 
-	pr := &prompter{fn: o.PasswordPrompt}
+	pr := s.prompter(o.PasswordPrompt)
 	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr,
 		s.user+"@"+s.display, log)
@@ -285,6 +305,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		return nil, err
 	}
 	defer auth.close()
+	auth.only(s.methods)
 	if len(auth.methods) == 0 {
 		log.Debug("no keys, password or prompt: only the \"none\" method can succeed", zap.String("host", s.display))
 	}

@@ -36,6 +36,9 @@ type Hop struct {
 	KeepaliveInterval time.Duration `msgpack:"ka"`
 	KeepaliveCountMax int           `msgpack:"kacount"`
 	Password          bool          `msgpack:"pw,omitempty"` // the helper can answer password prompts
+	// Methods are the auth methods to try, in order (ssh_config's
+	// PreferredAuthentications less those turned off); empty: all.
+	Methods []string `msgpack:"methods,omitempty"`
 	// OwnConnection: dial a connection for this hop alone instead of
 	// sharing one with the agent's other hops to the same user@host:port.
 	OwnConnection bool `msgpack:"own,omitempty"`
@@ -77,9 +80,9 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: the controller's keys: %w", h.Display, err)
 	}
-	var methods []gossh.AuthMethod
+	var auth authSet
 	if len(signers) > 0 {
-		methods = append(methods, gossh.PublicKeys(signers...))
+		auth.method("publickey", gossh.PublicKeys(signers...))
 	}
 	if h.Password {
 		pw := func() (string, error) {
@@ -89,7 +92,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 			}
 			return r.Password, nil
 		}
-		methods = append(methods, gossh.KeyboardInteractive(func(_, _ string, questions []string, echos []bool) ([]string, error) {
+		auth.method("keyboard-interactive", gossh.KeyboardInteractive(func(_, _ string, questions []string, echos []bool) ([]string, error) {
 			answers := make([]string, len(questions))
 			for i, q := range questions {
 				lq := strings.ToLower(q)
@@ -103,8 +106,13 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 				answers[i] = a
 			}
 			return answers, nil
-		}), gossh.PasswordCallback(pw))
+		}))
+		auth.method("password", gossh.PasswordCallback(pw))
 	}
+	if len(h.Methods) > 0 {
+		auth.only(h.Methods)
+	}
+	methods := auth.methods
 	var hostKeyErr error
 	cfg := &gossh.ClientConfig{
 		User:              h.User,

@@ -37,6 +37,10 @@ type Options struct {
 	IdentityFiles []string
 	// IdentitiesOnly: offer only the identity files, not every agent key.
 	IdentitiesOnly *bool
+	// PreferredAuthentications overrides ssh_config's: the auth methods to
+	// try, in order, among publickey, keyboard-interactive and password
+	// (those ssh_config turns off stay off).
+	PreferredAuthentications []string
 	// CertificateFiles are OpenSSH certificates to offer (CertificateFile),
 	// before ssh_config's; each with the private key it certifies, from an
 	// identity file or the ssh-agent. KEY-cert.pub beside an identity
