@@ -47,8 +47,9 @@ type Hello struct {
 // ErrAgent is wrapped by errors the far end reported before the hello.
 var ErrAgent = errors.New("agent failed to start")
 
-// errNoHello: the stream ended before the hello.
-var errNoHello = errors.New("the far end closed the stream before saying hello")
+// ErrNoHello: the stream ended before the hello (the first stage or the
+// agent exited; a connector can add how, say the session's exit status).
+var ErrNoHello = errors.New("the far end closed the stream before saying hello")
 
 // NewNonce returns a random token that marks this start's hello line, so
 // that noise printed by login scripts can never be taken for it.
@@ -93,9 +94,9 @@ func readHello(ctx context.Context, r *bufio.Reader, nonce string, log *zap.Logg
 				return nil, ctx.Err()
 			}
 			if noise.Len() > 0 {
-				return nil, fmt.Errorf("%w: %w; it printed: %q", ErrAgent, errNoHello, tail(noise.String()))
+				return nil, fmt.Errorf("%w: %w; it printed: %q", ErrAgent, ErrNoHello, tail(noise.String()))
 			}
-			return nil, fmt.Errorf("%w: %w: %v", ErrAgent, errNoHello, err)
+			return nil, fmt.Errorf("%w: %w: %v", ErrAgent, ErrNoHello, err)
 		}
 		if rest, ok := strings.CutPrefix(line, ErrorPrefix); ok {
 			return nil, fmt.Errorf("%w: %s", ErrAgent, printable.String(strings.TrimSpace(rest)))

@@ -336,9 +336,9 @@ func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, ar
 		release()
 		if ctx.Err() != nil {
 			err = ctx.Err()
-		} else if errors.Is(err, errNoHello) && rs.sendErr != nil {
+		} else if errors.Is(err, ErrNoHello) && rs.sendErr != nil {
 			err = fmt.Errorf("%w (%w)", rs.sendErr, err)
-		} else if errors.Is(err, errNoHello) && !rs.sent && !args.Fresh {
+		} else if errors.Is(err, ErrNoHello) && !rs.sent && !args.Fresh {
 			// The stage ran a cached agent that died before its hello,
 			// too broken to check itself (or the stage failed early):
 			// the caller's one retry removes the file and uploads anew.

@@ -713,3 +713,24 @@ func TestSSHProxyCommand(t *testing.T) {
 		t.Errorf("unclear error for a refused forward: %v", err)
 	}
 }
+
+// An account whose login shell runs no commands (/bin/false, nologin)
+// fails with what the session did: its exit status, what it printed, and
+// when it printed nothing, the usual cause.
+func TestSSHShellRunsNoCommands(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ shell, want string }{
+		{"/bin/false", "exited with status 1 and printed nothing: the account's login shell must run"},
+		{"/usr/sbin/nologin", "This account is currently not available"},
+	} {
+		sshtest.RequireShell(t, c.shell)
+		tg := newTarget(t, c.shell)
+		_, _, err := connect(t, tg, tg.opts())
+		if err == nil {
+			t.Fatalf("%s: connected", c.shell)
+		}
+		if !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "ssh:127.0.0.1") {
+			t.Errorf("%s: %v; want it to name the host and say %q", c.shell, err, c.want)
+		}
+	}
+}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // ProxyCommand support: ssh_config's ProxyCommand (or Options.ProxyCommand)
@@ -106,7 +107,8 @@ func dialProxyCommand(command, source, host string, log *zap.Logger) (*proxyConn
 		return nil, err
 	}
 	c := &proxyConn{command: command, source: source,
-		stderr: &stderrTail{log: log.With(zap.String("host", host), zap.String("proxy_command", command))}}
+		stderr: &stderrTail{log: log.With(zap.String("host", host), zap.String("proxy_command", command)),
+			level: zap.InfoLevel, msg: "proxy command stderr"}}
 	c.cmd = exec.Command(shell, "-c", "exec "+command)
 	c.cmd.Stdin, c.cmd.Stdout, c.cmd.Stderr = inR, outW, c.stderr
 	c.cmd.WaitDelay = proxyWaitDelay
@@ -202,14 +204,16 @@ type proxyAddr string
 func (proxyAddr) Network() string  { return "proxycommand" }
 func (a proxyAddr) String() string { return string(a) }
 
-// stderrTail logs a proxy command's stderr line by line at info level (ssh
-// shows it on the terminal; the CLI does at -v) and keeps its last
-// proxyStderrTail bytes.
+// stderrTail logs a remote or proxy command's stderr line by line (a
+// proxy command's at info level: ssh shows it on the terminal, the CLI
+// does at -v) and keeps its last proxyStderrTail bytes for errors.
 type stderrTail struct {
-	log  *zap.Logger
-	mu   sync.Mutex
-	tail []byte
-	line []byte // an incomplete line
+	log   *zap.Logger
+	level zapcore.Level
+	msg   string
+	mu    sync.Mutex
+	tail  []byte
+	line  []byte // an incomplete line
 }
 
 func (s *stderrTail) Write(p []byte) (int, error) {
@@ -225,11 +229,11 @@ func (s *stderrTail) Write(p []byte) (int, error) {
 		if i < 0 {
 			break
 		}
-		s.log.Info("proxy command stderr", zap.ByteString("line", bytes.TrimRight(s.line[:i], "\r")))
+		s.log.Log(s.level, s.msg, zap.ByteString("line", bytes.TrimRight(s.line[:i], "\r")))
 		s.line = s.line[i+1:]
 	}
 	if len(s.line) > proxyStderrTail {
-		s.log.Info("proxy command stderr", zap.ByteString("line", s.line))
+		s.log.Log(s.level, s.msg, zap.ByteString("line", s.line))
 		s.line = s.line[:0]
 	}
 	return len(p), nil

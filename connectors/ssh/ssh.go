@@ -1,17 +1,18 @@
 package ssh
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"go.uber.org/zap"
+	gossh "golang.org/x/crypto/ssh"
 )
 
 // Name implements connectors.Connector: "ssh:HOST" unless ContextName.
@@ -127,20 +128,24 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 		sess.Close()
 		return nil, fmt.Errorf("start the first stage on %s: %w", l.name, err)
 	}
+	said := &stderrTail{log: log.With(zap.String("context", name)), level: zap.DebugLevel, msg: "remote stderr"}
+	stderrDone := make(chan struct{})
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		logLines(stderr, log.With(zap.String("context", name)))
+		defer close(stderrDone)
+		io.Copy(said, stderr)
 	}()
 	var owned atomic.Bool
+	var exitErr error           // the session's end, once done is closed
+	done := make(chan struct{}) // closed when the session has ended
 	closeFn := func() error {
 		// stdin is closed already: give the agent a moment to exit. The
 		// waiter ends once the session or the connection is closed.
-		done := make(chan struct{})
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			sess.Wait()
+			exitErr = sess.Wait()
 			close(done)
 		}()
 		t := time.NewTimer(exitGrace)
@@ -159,20 +164,53 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 	conn, err := bootstrap.RemoteStart(ctx, stdin, stdout, args, src, name, log, closeFn)
 	if err != nil {
 		sess.Close()
+		if errors.Is(err, bootstrap.ErrNoHello) {
+			// RemoteStart ran closeFn: the session has ended, or was
+			// closed after exitGrace.
+			select {
+			case <-done:
+				<-stderrDone
+				err = explainEnd(err, exitStatus(exitErr), said.String())
+			default:
+			}
+		}
 		return nil, err
 	}
 	owned.Store(true)
 	return conn, nil
 }
 
-// logLines logs the first stage's and agent's stderr at debug level.
-func logLines(r io.Reader, log *zap.Logger) {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 4096), 64*1024)
-	for sc.Scan() {
-		log.Debug("remote stderr", zap.String("line", sc.Text()))
+// explainEnd adds to a start that ended before the hello how the session
+// ended: its exit status (-1: unknown) and what it said on stderr, and,
+// when it said nothing at all, the usual cause.
+func explainEnd(err error, status int, stderr string) error {
+	var how []string
+	if status >= 0 {
+		how = append(how, fmt.Sprintf("the session exited with status %d", status))
 	}
-	io.Copy(io.Discard, r)
+	switch {
+	case stderr != "":
+		how = append(how, "stderr: "+stderr)
+	case status > 0 && !strings.Contains(err.Error(), "it printed"):
+		how[0] += " and printed nothing: the account's login shell must run the commands ssh gives it (/bin/false and nologin do not)"
+	}
+	if len(how) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (%s)", err, strings.Join(how, "; "))
+}
+
+// exitStatus is a session's exit status, or -1 when it has none (killed
+// by a signal, or the connection ended).
+func exitStatus(err error) int {
+	var ee *gossh.ExitError
+	if err == nil {
+		return 0
+	}
+	if errors.As(err, &ee) && ee.Signal() == "" {
+		return ee.ExitStatus()
+	}
+	return -1
 }
 
 var _ connectors.Connector = Options{}
