@@ -42,7 +42,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 // sshOptionNames are the -o keys the CLI understands.
 var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "CertificateFile", "ForwardAgent",
 	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
-	"ProxyCommand", "ProxyJump", "PreferredAuthentications"}
+	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv"}
 
 // parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
 // values to a policy.
@@ -96,6 +96,10 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 			so.KnownHostsFiles = append(so.KnownHostsFiles, strings.Fields(val)...)
 		case "identityfile":
 			so.IdentityFiles = append(so.IdentityFiles, val)
+		case "sendenv":
+			so.SendEnv = append(so.SendEnv, strings.Fields(val)...)
+		case "setenv":
+			so.SetEnv = append(so.SetEnv, val)
 		case "preferredauthentications":
 			if so.PreferredAuthentications == nil {
 				so.PreferredAuthentications = strings.Split(val, ",")

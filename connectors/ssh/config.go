@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"os/user"
+	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,6 +30,8 @@ type hostConfig struct {
 	Port                  int
 	IdentityFiles         []string
 	IdentitiesOnly        bool
+	SendEnv               []string // patterns of local variables to send; "-PATTERN" drops earlier ones
+	SetEnv                []string // NAME=VALUE to set
 	BatchMode             bool
 	NoMethods             []string // methods turned off: PubkeyAuthentication no, …
 	PreferredMethods      []string // PreferredAuthentications, in order; nil: ssh's order
@@ -285,6 +288,14 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		}
 	case "identitiesonly":
 		hc.IdentitiesOnly = yes(val)
+	case "sendenv":
+		hc.SendEnv = append(hc.SendEnv, splitQuoted(val)...)
+	case "setenv":
+		if tk == nil { // ssh -G: one NAME=VALUE per line, unquoted
+			hc.SetEnv = append(hc.SetEnv, val)
+		} else {
+			hc.SetEnv = append(hc.SetEnv, splitQuoted(val)...)
+		}
 	case "batchmode":
 		hc.BatchMode = yes(val)
 	case "pubkeyauthentication", "kbdinteractiveauthentication", "passwordauthentication":
@@ -347,6 +358,67 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		hc.ServerAliveCountMax = n
 	}
 	return nil
+}
+
+// splitQuoted splits an ssh_config value into words; double quotes group
+// (and are removed), as in ssh.
+func splitQuoted(v string) []string {
+	var out []string
+	var w strings.Builder
+	inWord, quoted := false, false
+	for _, r := range v {
+		switch {
+		case r == '"':
+			quoted, inWord = !quoted, true
+		case (r == ' ' || r == '\t') && !quoted:
+			if inWord {
+				out = append(out, w.String())
+				w.Reset()
+				inWord = false
+			}
+		default:
+			w.WriteRune(r)
+			inWord = true
+		}
+	}
+	if inWord {
+		out = append(out, w.String())
+	}
+	return out
+}
+
+// sessionEnv is what ssh would pass to the remote session: the variables
+// of env (NAME=VALUE, this process's) that sendEnv's patterns select, in
+// env's order, then setEnv's. A "-PATTERN" removes the patterns before it
+// that it matches, as in ssh.
+func sessionEnv(env, sendEnv, setEnv []string) []string {
+	var pats []string
+	for _, p := range sendEnv {
+		if rest, ok := strings.CutPrefix(p, "-"); ok {
+			pats = slices.DeleteFunc(pats, func(q string) bool { m, _ := path.Match(rest, q); return m })
+			continue
+		}
+		pats = append(pats, p)
+	}
+	var out []string
+	for _, kv := range env {
+		name, _, ok := strings.Cut(kv, "=")
+		if !ok || name == "" {
+			continue
+		}
+		for _, p := range pats {
+			if m, _ := path.Match(p, name); m {
+				out = append(out, kv)
+				break
+			}
+		}
+	}
+	for _, kv := range setEnv {
+		if name, _, ok := strings.Cut(kv, "="); ok && name != "" {
+			out = append(out, kv)
+		}
+	}
+	return out
 }
 
 // legacyEnvRef reports whether an IdentityAgent value is ssh's older
@@ -571,6 +643,15 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	}
 	for _, c := range certs {
 		_ = hc.set("certificatefile", c, tk)
+	}
+	for _, key := range []string{"SendEnv", "SetEnv"} {
+		vs, err := getAll(key)
+		if err != nil {
+			return nil, err
+		}
+		for _, v := range vs {
+			_ = hc.set(strings.ToLower(key), v, tk)
+		}
 	}
 	for _, key := range []string{"IdentityAgent", "ForwardAgent"} {
 		v, err := get(key)

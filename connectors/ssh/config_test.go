@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -237,5 +238,29 @@ func TestExplicitIdentityDropsDefaults(t *testing.T) {
 	want := []string{"/keys/deploy", home + "/.ssh/custom"}
 	if strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("withoutDefaultIdentities(%v) = %v, want %v", in, got, want)
+	}
+}
+
+func TestSessionEnv(t *testing.T) {
+	env := []string{"LANG=de_DE.UTF-8", "LC_TIME=C", "LC_ALL=", "HOME=/root", "=odd", "LCX=1"}
+	got := sessionEnv(env, []string{"LANG", "LC_*", "NOPE"}, []string{"LC_SET=a b", "bad"})
+	want := []string{"LANG=de_DE.UTF-8", "LC_TIME=C", "LC_ALL=", "LC_SET=a b"}
+	if !slices.Equal(got, want) {
+		t.Errorf("sessionEnv = %q, want %q", got, want)
+	}
+	// "-PATTERN" removes the earlier patterns it matches as strings, as in
+	// ssh: -LC_* removes LC_*, -LC_ALL would not.
+	if got := sessionEnv(env, []string{"LANG", "LC_*", "-LC_*"}, nil); !slices.Equal(got, want[:1]) {
+		t.Errorf("sessionEnv with -LC_* = %q, want %q", got, want[:1])
+	}
+	for in, want := range map[string][]string{
+		`LANG LC_*`:           {"LANG", "LC_*"},
+		`FOO=bar "BAZ=q u x"`: {"FOO=bar", "BAZ=q u x"},
+		`  a   "b c"d  `:      {"a", "b cd"},
+		``:                    nil,
+	} {
+		if got := splitQuoted(in); !slices.Equal(got, want) {
+			t.Errorf("splitQuoted(%q) = %q, want %q", in, got, want)
+		}
 	}
 }

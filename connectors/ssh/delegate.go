@@ -104,6 +104,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		KeepaliveCountMax: s.kaCount,
 		Password:          o.Password != "" || pr.ok(),
 		Methods:           s.methods,
+		Env:               s.env,
 		ContextName:       o.ContextName,
 		OwnConnection:     o.OwnConnection,
 		Trust:             trustKey(s, o),

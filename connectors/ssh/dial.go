@@ -38,6 +38,7 @@ type link struct {
 	qa   *quickAckConn
 	jump *link
 	name string
+	env  []string // sent with the session of the agent started on a connection of its own
 	stop chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
@@ -81,6 +82,7 @@ type settings struct {
 	identityFiles  []string // from config, after Options.IdentityFiles
 	certFiles      []string // Options.CertificateFiles, then config's
 	batchMode      bool     // no prompts (ssh_config's BatchMode)
+	env            []string // NAME=VALUE for the session (SendEnv, SetEnv)
 	methods        []string // the auth methods to try, in order
 	agentSocket    string   // the ssh-agent's socket; "" for none
 	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
@@ -203,6 +205,7 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 
 	s.certFiles = append(append([]string{}, o.CertificateFiles...), hc.CertificateFiles...)
 	s.batchMode = hc.BatchMode
+	s.env = sessionEnv(os.Environ(), append(slices.Clone(hc.SendEnv), o.SendEnv...), append(slices.Clone(hc.SetEnv), o.SetEnv...))
 	s.methods = hc.PreferredMethods
 	if o.PreferredAuthentications != nil {
 		s.methods = o.PreferredAuthentications
@@ -380,7 +383,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		}
 		return nil, err
 	}
-	l := &link{client: client, started: started, jump: jump, name: s.display, stop: make(chan struct{})}
+	l := &link{client: client, started: started, jump: jump, name: s.display, env: s.env, stop: make(chan struct{})}
 	l.qa, _ = conn.(*quickAckConn)
 	if s.kaInterval > 0 {
 		l.wg.Add(1)

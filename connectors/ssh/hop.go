@@ -36,6 +36,9 @@ type Hop struct {
 	KeepaliveInterval time.Duration `msgpack:"ka"`
 	KeepaliveCountMax int           `msgpack:"kacount"`
 	Password          bool          `msgpack:"pw,omitempty"` // the helper can answer password prompts
+	// Env is sent with the hop's session (NAME=VALUE: the controller's
+	// SendEnv variables and SetEnv).
+	Env []string `msgpack:"env,omitempty"`
 	// Methods are the auth methods to try, in order (ssh_config's
 	// PreferredAuthentications less those turned off); empty: all.
 	Methods []string `msgpack:"methods,omitempty"`
@@ -157,7 +160,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 			s := &settings{display: h.Display, user: h.User, timeout: timeout}
 			return nil, classifyHandshake(err, &hostKeyChecker{}, s, h.Addr)
 		}
-		l := &link{client: client, started: started, name: h.Display, stop: make(chan struct{})}
+		l := &link{client: client, started: started, name: h.Display, env: h.Env, stop: make(chan struct{})}
 		l.qa, _ = conn.(*quickAckConn)
 		if h.KeepaliveInterval > 0 {
 			l.wg.Add(1)
@@ -206,7 +209,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 			hopConns.release(key, s, true) // the hop's session is closed
 			return nil
 		})
-		c, err := l.startAgentFresh(ctx, &req, src, name, log, release)
+		c, err := l.startAgentFresh(ctx, &req, src, name, h.Env, log, release)
 		ack()
 		if err == nil {
 			return c, nil

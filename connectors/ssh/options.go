@@ -41,6 +41,12 @@ type Options struct {
 	// try, in order, among publickey, keyboard-interactive and password
 	// (those ssh_config turns off stay off).
 	PreferredAuthentications []string
+	// SendEnv adds patterns of this process's variables to send to the
+	// session, and SetEnv NAME=VALUE pairs, to ssh_config's (the server's
+	// AcceptEnv decides which it takes). The agent, and so every command
+	// it runs, has them.
+	SendEnv []string
+	SetEnv  []string
 	// CertificateFiles are OpenSSH certificates to offer (CertificateFile),
 	// before ssh_config's; each with the private key it certifies, from an
 	// identity file or the ssh-agent. KEY-cert.pub beside an identity

@@ -54,7 +54,7 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 // startOwnAgent starts the agent on a connection of its own: the agent's
 // Conn closes l, and a failed start closes it at once.
 func (l *link) startOwnAgent(ctx context.Context, req *connectors.StartRequest, src bootstrap.Source, name string, log *zap.Logger) (*bootstrap.Conn, error) {
-	conn, err := l.startAgentFresh(ctx, req, src, name, log, l.Close)
+	conn, err := l.startAgentFresh(ctx, req, src, name, l.env, log, l.Close)
 	if err != nil {
 		l.Close()
 		return nil, err
@@ -65,12 +65,12 @@ func (l *link) startOwnAgent(ctx context.Context, req *connectors.StartRequest, 
 
 // startAgentFresh is startAgent, run again with a fresh agent if the
 // cached one failed its self-check.
-func (l *link) startAgentFresh(ctx context.Context, req *connectors.StartRequest, src bootstrap.Source, name string, log *zap.Logger, release func() error) (*bootstrap.Conn, error) {
-	conn, err := l.startAgent(ctx, req.Args(), src, name, log, release)
+func (l *link) startAgentFresh(ctx context.Context, req *connectors.StartRequest, src bootstrap.Source, name string, env []string, log *zap.Logger, release func() error) (*bootstrap.Conn, error) {
+	conn, err := l.startAgent(ctx, req.Args(), src, name, env, log, release)
 	if err != nil && errors.Is(err, bootstrap.ErrStaleAgent) {
 		log.Debug("cached agent failed its self-check: starting a fresh one", zap.String("context", name), zap.Error(err))
 		req.Fresh = true
-		conn, err = l.startAgent(ctx, req.Args(), src, name, log, release)
+		conn, err = l.startAgent(ctx, req.Args(), src, name, env, log, release)
 	}
 	return conn, err
 }
@@ -93,11 +93,12 @@ func (l *link) agentUp() {
 	}
 }
 
-// startAgent opens one session, runs the first stage in it and hands its
-// stdio to bootstrap.RemoteStart. On success the returned Conn holds the
+// startAgent opens one session, sends env (NAME=VALUE) as ssh's SendEnv
+// and SetEnv do, runs the first stage in it and hands its stdio to
+// bootstrap.RemoteStart. On success the returned Conn holds the
 // link, and calls release when it is closed (l.Close for a connection of
 // its own); on failure only the session is closed.
-func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src bootstrap.Source, name string, log *zap.Logger, release func() error) (*bootstrap.Conn, error) {
+func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src bootstrap.Source, name string, env []string, log *zap.Logger, release func() error) (*bootstrap.Conn, error) {
 	cmd, err := bootstrap.RemoteCommand(args, src)
 	if err != nil {
 		return nil, err
@@ -123,6 +124,15 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 	if err != nil {
 		sess.Close()
 		return nil, err
+	}
+	// Without waiting for replies, as ssh does: no round trip, and a
+	// server that refuses a variable (AcceptEnv) leaves it out quietly.
+	for _, kv := range env {
+		k, v, _ := strings.Cut(kv, "=")
+		if _, err := sess.SendRequest("env", false, gossh.Marshal(struct{ Name, Value string }{k, v})); err != nil {
+			sess.Close()
+			return nil, fmt.Errorf("open an ssh session on %s: %w", l.name, err)
+		}
 	}
 	if err := sess.Start(cmd); err != nil {
 		sess.Close()
