@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"strconv"
@@ -28,13 +29,15 @@ type connectOptions struct {
 	interactive bool
 	// prompt reads a secret; nil = readSecretTTY. Tests replace it.
 	prompt func(prompt string) (string, error)
+	// ask reads an answer, echoed; nil = readLineTTY. Tests replace it.
+	ask func(question string) (string, error)
 }
 
 func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 	pf.StringVarP(&o.configFile, "config", "F", "", "ssh: read this ssh_config file instead of ~/.ssh/config (like ssh -F; \"none\" reads none)")
 	pf.StringArrayVarP(&o.identities, "identity", "i", nil, "ssh: private key file to try, before ssh_config's (like ssh -i; repeatable)")
 	pf.StringArrayVarP(&o.sshOpts, "option", "o", nil, "ssh: an ssh_config option as KEY=VALUE (like ssh -o; repeatable): "+strings.Join(sshOptionNames, ", "))
-	pf.StringVar(&o.hostKeyPolicy, "host-key-policy", "", "ssh: unknown host keys: yes (refuse), accept-new (record them), off (accept any key: insecure); default: ssh_config's StrictHostKeyChecking, else yes")
+	pf.StringVar(&o.hostKeyPolicy, "host-key-policy", "", "ssh: unknown host keys: ask (on the terminal, as ssh does; refused without one), yes (refuse), accept-new (record them), off (accept any key: insecure); default: ssh_config's StrictHostKeyChecking, else ask")
 	pf.StringVar(&o.passwordEnv, "password-env", "", "ssh: read the password (or key passphrase) from this environment variable")
 	o.become.addFlags(pf)
 }
@@ -48,15 +51,16 @@ var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "Id
 // values to a policy.
 func parseHostKeyPolicy(v string) (ssh.HostKeyPolicy, error) {
 	switch strings.ToLower(v) {
-	case "yes", "ask", "true":
-		// "ask" would need a terminal dialogue; refusing is the safe reading.
+	case "yes", "true":
 		return ssh.HostKeyStrict, nil
+	case "ask":
+		return ssh.HostKeyAsk, nil
 	case "accept-new":
 		return ssh.HostKeyAcceptNew, nil
 	case "off", "no", "false":
 		return ssh.HostKeyOff, nil
 	}
-	return "", fmt.Errorf("bad host key policy %q (want yes, accept-new or off)", v)
+	return "", fmt.Errorf("bad host key policy %q (want yes, ask, accept-new or off)", v)
 }
 
 func parseYesNo(key, v string) (bool, error) {
@@ -188,6 +192,13 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 		}
 		so.PasswordPrompt = prompt
 	}
+	if o.interactive && !batch {
+		ask := o.ask
+		if ask == nil {
+			ask = readLineTTY
+		}
+		so.HostKeyPrompt = ask
+	}
 	return so, nil
 }
 
@@ -212,6 +223,24 @@ func asConnector(v any) (spindle.Connector, error) {
 
 // readSecretTTY asks for a password or passphrase on the controlling
 // terminal, without echo. The secret is never logged.
+// readLineTTY asks question on the terminal and reads the answer, echoed:
+// a host key's confirmation, as ssh asks it.
+func readLineTTY(question string) (string, error) {
+	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
+	if err != nil {
+		return "", fmt.Errorf("no terminal to ask on (%v)", err)
+	}
+	defer tty.Close()
+	if _, err := fmt.Fprint(tty, question); err != nil {
+		return "", err
+	}
+	line, err := bufio.NewReader(tty).ReadString('\n')
+	if err != nil && line == "" {
+		return "", fmt.Errorf("read the answer from the terminal: %w", err)
+	}
+	return strings.TrimRight(line, "\r\n"), nil
+}
+
 func readSecretTTY(prompt string) (string, error) {
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {

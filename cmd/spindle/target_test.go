@@ -190,6 +190,11 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// On a terminal, an unknown host key is asked about (ssh's ask).
+	if got.HostKeyPrompt == nil {
+		t.Error("no host key prompt on a terminal")
+	}
+	got.HostKeyPrompt = nil
 	want := ssh.Options{Host: "web1", Port: 2200, User: "alice", ConfigFile: "/tmp/cfg",
 		IdentityFiles: []string{"/k1", "/k2", "/k3"}, IdentitiesOnly: &yes, IdentityAgent: "/run/agent.sock", CertificateFiles: []string{"/c1", "/c2"}, PreferredAuthentications: []string{"publickey", "password"}, SendEnv: []string{"LANG", "LC_*"}, SetEnv: []string{"LC_X=a b"}, Password: "s3cret",
 		KnownHostsFiles: []string{"/kh1", "/kh2"}, HostKeyPolicy: ssh.HostKeyAcceptNew,
@@ -210,7 +215,7 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 		t.Errorf("precedence: %+v", got)
 	}
 	o.sshOpts = append(o.sshOpts, "BatchMode=yes")
-	if got, _ := o.sshOptions(sshAddr{Host: "h"}); got.PasswordPrompt != nil {
+	if got, _ := o.sshOptions(sshAddr{Host: "h"}); got.PasswordPrompt != nil || got.HostKeyPrompt != nil {
 		t.Errorf("BatchMode=yes still prompts")
 	}
 	// ProxyCommand and ProxyJump: as in ssh, the first of the two wins.
@@ -226,7 +231,7 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 	if got, _ := o.sshOptions(sshAddr{Host: "h"}); got.PasswordPrompt != nil || got.HostKeyPolicy != "" {
 		t.Errorf("defaults: %+v (no prompt without a terminal, policy left to ssh_config)", got)
 	}
-	for _, p := range []struct{ in, want string }{{"off", "off"}, {"accept-new", "accept-new"}, {"yes", "yes"}} {
+	for _, p := range []struct{ in, want string }{{"off", "off"}, {"accept-new", "accept-new"}, {"yes", "yes"}, {"ask", "ask"}} {
 		o := &connectOptions{hostKeyPolicy: p.in}
 		if got, err := o.sshOptions(sshAddr{Host: "h"}); err != nil || string(got.HostKeyPolicy) != p.want {
 			t.Errorf("--host-key-policy %s: %v %v", p.in, got.HostKeyPolicy, err)

@@ -28,7 +28,11 @@ type prompter struct {
 
 func (p *prompter) ok() bool { return p != nil && p.fn != nil }
 
-func (p *prompter) ask(prompt string) (string, error) {
+func (p *prompter) ask(prompt string) (string, error) { return p.askWith(p.fn, prompt) }
+
+// askWith asks through fn, with the handshake deadline suspended as for
+// a password: a host-key question takes as long as the user needs.
+func (p *prompter) askWith(fn func(string) (string, error), prompt string) (string, error) {
 	p.mu.Lock()
 	pause, resume := p.pause, p.resume
 	p.mu.Unlock()
@@ -36,7 +40,7 @@ func (p *prompter) ask(prompt string) (string, error) {
 		pause()
 		defer resume()
 	}
-	return p.fn(prompt)
+	return fn(prompt)
 }
 
 func (p *prompter) setDeadlineHooks(pause, resume func()) {

@@ -297,6 +297,9 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 	}
 
 	pr := s.prompter(o.PasswordPrompt)
+	if o.HostKeyPrompt != nil && !s.batchMode {
+		hk.confirm = func(q string) (string, error) { return pr.askWith(o.HostKeyPrompt, q) }
+	}
 	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr,
 		s.user+"@"+s.display, log)
@@ -324,7 +327,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		if err != nil {
 			return nil, fmt.Errorf("ProxyJump %q: %w", s.proxyJump, err)
 		}
-		jo := Options{Host: jh, User: ju, Port: jp, ConfigFile: o.ConfigFile, PasswordPrompt: o.PasswordPrompt,
+		jo := Options{Host: jh, User: ju, Port: jp, ConfigFile: o.ConfigFile, PasswordPrompt: o.PasswordPrompt, HostKeyPrompt: o.HostKeyPrompt,
 			KnownHostsFiles: o.KnownHostsFiles, HostKeyPolicy: o.HostKeyPolicy, ConnectTimeout: o.ConnectTimeout,
 			KeepaliveInterval: o.KeepaliveInterval, KeepaliveCountMax: o.KeepaliveCountMax}
 		if len(hops) > 1 {

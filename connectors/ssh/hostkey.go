@@ -25,19 +25,24 @@ type hostKeyChecker struct {
 	hash   bool     // hash host names in recorded lines (HashKnownHosts)
 	db     *knownhosts.HostKeyDB
 	log    *zap.Logger
+	// confirm asks the user about an unknown key under HostKeyAsk; nil
+	// refuses it.
+	confirm func(question string) (string, error)
 
 	mu  sync.Mutex
 	err error // the last rejection, kept so that it survives x/crypto's wrapping
 }
 
-// policyFromConfig maps StrictHostKeyChecking to a policy. "ask" (ssh's
-// default) cannot ask here, so it is strict.
+// policyFromConfig maps StrictHostKeyChecking to a policy; unset is ask,
+// ssh's default.
 func policyFromConfig(v string) HostKeyPolicy {
 	switch strings.ToLower(v) {
 	case "accept-new":
 		return HostKeyAcceptNew
 	case "no", "off", "false":
 		return HostKeyOff
+	case "", "ask":
+		return HostKeyAsk
 	default:
 		return HostKeyStrict
 	}
@@ -47,13 +52,13 @@ func policyFromConfig(v string) HostKeyPolicy {
 // write is the file accept-new appends to (it need not exist).
 func newHostKeyChecker(policy HostKeyPolicy, files []string, write string, hash bool, log *zap.Logger) (*hostKeyChecker, error) {
 	switch policy {
-	case HostKeyStrict, HostKeyAcceptNew, HostKeyOff:
+	case HostKeyStrict, HostKeyAcceptNew, HostKeyOff, HostKeyAsk:
 	case "no", "false":
 		policy = HostKeyOff
-	case "", "ask", "true":
+	case "", "true":
 		policy = HostKeyStrict
 	default:
-		return nil, fmt.Errorf("unknown host key policy %q (use %q, %q or %q)", policy, HostKeyStrict, HostKeyAcceptNew, HostKeyOff)
+		return nil, fmt.Errorf("unknown host key policy %q (use %q, %q, %q or %q)", policy, HostKeyStrict, HostKeyAsk, HostKeyAcceptNew, HostKeyOff)
 	}
 	hk := &hostKeyChecker{policy: policy, write: write, hash: hash, log: log}
 	for _, f := range files {
@@ -134,7 +139,12 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 				rpc.ErrHostKey, display, key.Type(), fp, w.Filename, w.Line, knownhosts.Normalize(hostname)))
 		}
 		// Unknown host.
-		if hk.policy != HostKeyAcceptNew {
+		switch {
+		case hk.policy == HostKeyAsk && hk.confirm != nil:
+			if err := hk.ask(display, key, fp); err != nil {
+				return hk.reject(err)
+			}
+		case hk.policy != HostKeyAcceptNew:
 			return hk.reject(fmt.Errorf("%w: host key for %s is not known (%s %s): add it with ssh-keyscan or use accept-new",
 				rpc.ErrHostKey, display, key.Type(), fp))
 		}
@@ -145,6 +155,43 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 			zap.String("key", key.Type()+" "+fp), zap.String("known_hosts", hk.write))
 		return nil
 	}
+}
+
+// askTries is how often an unclear answer is asked again (as ssh does).
+const askTries = 3
+
+// ask asks the user, as ssh does, whether to trust an unknown host key:
+// yes, or the key's fingerprint pasted in, trusts it; no refuses.
+func (hk *hostKeyChecker) ask(display string, key gossh.PublicKey, fp string) error {
+	q := fmt.Sprintf("The authenticity of host '%s' can't be established.\n%s key fingerprint is %s.\n"+
+		"Are you sure you want to continue connecting (yes/no/[fingerprint])? ", display, keyName(key.Type()), fp)
+	for try := 0; try < askTries; try++ {
+		a, err := hk.confirm(q)
+		if err != nil {
+			return fmt.Errorf("%w: host key for %s is not known (%s %s), and asking failed: %v", rpc.ErrHostKey, display, key.Type(), fp, err)
+		}
+		switch a = strings.TrimSpace(a); {
+		case strings.EqualFold(a, "yes") || a == fp:
+			return nil
+		case strings.EqualFold(a, "no"):
+			return fmt.Errorf("%w: host key for %s (%s %s) not accepted", rpc.ErrHostKey, display, key.Type(), fp)
+		}
+		q = "Please type 'yes', 'no' or the fingerprint: "
+	}
+	return fmt.Errorf("%w: host key for %s (%s %s) not accepted: no clear answer", rpc.ErrHostKey, display, key.Type(), fp)
+}
+
+// keyName is ssh's short name for a key type, as its question shows it.
+func keyName(t string) string {
+	switch {
+	case strings.Contains(t, "ed25519"):
+		return "ED25519"
+	case strings.Contains(t, "ecdsa"):
+		return "ECDSA"
+	case strings.Contains(t, "rsa"):
+		return "RSA"
+	}
+	return t
 }
 
 // record appends a known_hosts line for hostname ("host:port") to hk.write,

@@ -1,6 +1,7 @@
 package ssh
 
 import (
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/skeema/knownhosts"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -172,10 +174,94 @@ func TestHostKeyAcceptNew(t *testing.T) {
 }
 
 func TestPolicyFromConfig(t *testing.T) {
-	for in, want := range map[string]HostKeyPolicy{"yes": HostKeyStrict, "ask": HostKeyStrict, "": HostKeyStrict,
+	for in, want := range map[string]HostKeyPolicy{"yes": HostKeyStrict, "ask": HostKeyAsk, "": HostKeyAsk,
 		"accept-new": HostKeyAcceptNew, "no": HostKeyOff, "off": HostKeyOff} {
 		if got := policyFromConfig(in); got != want {
 			t.Errorf("policyFromConfig(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// Under ask (ssh's default), an unknown key is put to the user as ssh puts
+// it: yes or the fingerprint trusts and records it, no refuses, anything
+// else is asked again. Without a prompt, ask refuses as strict does.
+func TestHostKeyAsk(t *testing.T) {
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	key := newSigner(t).PublicKey()
+	fp := gossh.FingerprintSHA256(key)
+	for _, c := range []struct {
+		answers []string
+		ok      bool
+	}{
+		{[]string{"yes"}, true},
+		{[]string{fp}, true},
+		{[]string{"no"}, false},
+		{[]string{"maybe", " YES "}, true},
+		{[]string{"a", "b", "c"}, false},
+		{nil, false}, // no prompt
+	} {
+		os.Remove(kh)
+		hk, err := newHostKeyChecker(HostKeyAsk, []string{kh}, kh, false, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var questions []string
+		if c.answers != nil {
+			hk.confirm = func(q string) (string, error) {
+				questions = append(questions, q)
+				if len(questions) > len(c.answers) {
+					return "", errors.New("asked too often")
+				}
+				return c.answers[len(questions)-1], nil
+			}
+		}
+		err = checkKey(t, hk, "web1:22", key)
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, rpc.ErrHostKey) {
+			t.Errorf("answers %q: %v", c.answers, err)
+		}
+		if c.answers != nil && !strings.Contains(questions[0], "The authenticity of host 'web1' can't be established.\nED25519 key fingerprint is "+fp) {
+			t.Errorf("the question: %q", questions[0])
+		}
+		_, statErr := os.Stat(kh)
+		if recorded := statErr == nil; recorded != c.ok {
+			t.Errorf("answers %q: recorded in known_hosts: %v", c.answers, recorded)
+		}
+	}
+}
+
+// Over the wire: the question does not count against ConnectTimeout, the
+// answer is recorded, and BatchMode never asks.
+func TestHostKeyAskOverTheWire(t *testing.T) {
+	isolate(t)
+	srv := newTestServer(t, passwordServer("pw"), false)
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	asked := 0
+	o := Options{Host: "127.0.0.1", Port: srv.port, User: "tester", Password: "pw", ConfigFile: "none",
+		KnownHostsFiles: []string{kh}, ConnectTimeout: 200 * time.Millisecond,
+		HostKeyPrompt: func(q string) (string, error) {
+			asked++
+			time.Sleep(400 * time.Millisecond) // a slow reader of fingerprints
+			return "yes", nil
+		}}
+	l, err := connect(context.Background(), o, zap.NewNop(), 0)
+	if err != nil {
+		t.Fatalf("ask, answered yes: %v", err)
+	}
+	l.Close()
+	if b, _ := os.ReadFile(kh); asked != 1 || !strings.Contains(string(b), srv.hostKey.PublicKey().Type()) {
+		t.Fatalf("asked %d times; known_hosts %q", asked, b)
+	}
+	// Known now: not asked again.
+	if l, err = connect(context.Background(), o, zap.NewNop(), 0); err != nil || asked != 1 {
+		t.Fatalf("second connection: %v, asked %d times", err, asked)
+	}
+	l.Close()
+
+	os.Remove(kh)
+	cfg := filepath.Join(t.TempDir(), "config")
+	writeFile(t, cfg, "Host *\n  BatchMode yes\n")
+	o.ConfigFile = cfg
+	if _, err := connect(context.Background(), o, zap.NewNop(), 0); err == nil || !errors.Is(err, rpc.ErrHostKey) || asked != 1 {
+		t.Fatalf("BatchMode: %v, asked %d times; want a refusal without a question", err, asked)
 	}
 }

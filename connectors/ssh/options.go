@@ -21,6 +21,11 @@ const (
 	HostKeyAcceptNew HostKeyPolicy = "accept-new"
 	// HostKeyOff accepts any key: insecure, for throwaway test machines only.
 	HostKeyOff HostKeyPolicy = "off"
+	// HostKeyAsk (ssh's default) asks through Options.HostKeyPrompt whether
+	// to trust an unknown key, and records it when the answer is yes or the
+	// key's fingerprint; without a prompt (or under BatchMode) it refuses,
+	// as HostKeyStrict does. Changed keys are always refused.
+	HostKeyAsk HostKeyPolicy = "ask"
 )
 
 // Options configures an SSH connection. Zero fields take their value from
@@ -66,9 +71,15 @@ type Options struct {
 	// PasswordPrompt, if set, is called when a password or key passphrase
 	// is needed and none was given (the CLI asks on the terminal).
 	PasswordPrompt func(prompt string) (string, error)
+	// HostKeyPrompt, if set, asks the user a question about an unknown host
+	// key under HostKeyAsk and returns the answer as typed (the CLI asks on
+	// the terminal, echoing). Only for the controller's own connections: a
+	// hop started by an agent refuses unknown keys under ask.
+	HostKeyPrompt func(question string) (string, error)
 	// KnownHostsFiles replace ~/.ssh/known_hosts (UserKnownHostsFile).
 	KnownHostsFiles []string
-	// HostKeyPolicy: default from StrictHostKeyChecking, else strict.
+	// HostKeyPolicy: default from StrictHostKeyChecking (ssh's default there
+	// is ask), else ask.
 	HostKeyPolicy HostKeyPolicy
 	// ConnectTimeout bounds TCP connect AND the SSH handshake and auth
 	// (each hop's), not the time spent waiting for PasswordPrompt.
