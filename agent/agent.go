@@ -32,6 +32,7 @@ import (
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"github.com/spindle-rpc/spindle/services/connect"
 	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/tunnel"
 	"golang.org/x/sys/unix"
 
 	// Hops an agent can start itself (connectors.Register in their init).
@@ -88,6 +89,7 @@ func DefaultServices(r *rpc.Registry) {
 	exec.Register(r)
 	fs.Register(r)
 	agentfwd.Register(r)
+	tunnel.Register(r)
 }
 
 // Main runs the agent on the process's stdin/stdout and exits.

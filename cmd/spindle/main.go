@@ -132,7 +132,7 @@ host key failures exit with 255, like ssh.`,
 	g.conn.addFlags(pf)
 
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newPingCmd(g), newInfoCmd(g), newBenchCmd(g), newVersionCmd(g))
-	root.AddCommand(newCpCmd(g))
+	root.AddCommand(newCpCmd(g), newForwardCmd(g))
 	return root
 }
 

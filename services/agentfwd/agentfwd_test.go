@@ -11,10 +11,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/local"
+	"github.com/spindle-rpc/spindle/internal/localtest"
 	"github.com/spindle-rpc/spindle/internal/sshagenttest"
 	"github.com/spindle-rpc/spindle/internal/testagent"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
@@ -53,18 +53,6 @@ func keyAgent(t *testing.T) (sock string, ring agent.Agent, pub gossh.PublicKey)
 	return sock, ring, signer.PublicKey()
 }
 
-func dial(t *testing.T) (stdctx.Context, *spindle.Context) {
-	t.Helper()
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
-	t.Cleanup(cancel)
-	cx, closeFn, err := spindle.Dial(ctx, local.Options{}, spindle.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { closeFn() })
-	return ctx, cx
-}
-
 func authSock(t *testing.T, ctx stdctx.Context, cx *spindle.Context, cmd exec.Cmd) string {
 	t.Helper()
 	cmd.Shell = `printf %s "$SSH_AUTH_SOCK"`
@@ -78,7 +66,7 @@ func authSock(t *testing.T, ctx stdctx.Context, cx *spindle.Context, cmd exec.Cm
 func TestForwarding(t *testing.T) {
 	t.Setenv("SSH_AUTH_SOCK", "") // the agent's own environment has none
 	sock, ring, pub := keyAgent(t)
-	ctx, cx := dial(t)
+	ctx, cx := localtest.Dial(t)
 	if got := authSock(t, ctx, cx, exec.Cmd{}); got != "" {
 		t.Fatalf("SSH_AUTH_SOCK %q before forwarding", got)
 	}
@@ -163,7 +151,7 @@ func TestForwarding(t *testing.T) {
 }
 
 func TestForwardingNeedsASocket(t *testing.T) {
-	ctx, cx := dial(t)
+	ctx, cx := localtest.Dial(t)
 	if _, err := agentfwd.Start(ctx, cx, ""); err == nil || !strings.Contains(err.Error(), "SSH_AUTH_SOCK") {
 		t.Fatalf("no socket: %v", err)
 	}
@@ -188,7 +176,7 @@ func TestForwardingNeedsASocket(t *testing.T) {
 func TestForwardingThroughAHop(t *testing.T) {
 	t.Setenv("SSH_AUTH_SOCK", "")
 	sock, _, _ := keyAgent(t)
-	ctx, first := dial(t)
+	ctx, first := localtest.Dial(t)
 	second, err := first.Connect(ctx, local.Options{ContextName: "second"})
 	if err != nil {
 		t.Fatal(err)

@@ -1,0 +1,179 @@
+package main
+
+import (
+	stdctx "context"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle/services/tunnel"
+)
+
+// localForward is one -L: listen on Listen here, connect to Remote from
+// the target.
+type localForward struct {
+	Listen string // [bind:]port as net.Listen takes it
+	Remote string // host:port as the target's agent dials it
+}
+
+// parseLocalForward parses ssh's -L syntax, [BIND:]PORT:HOST:HOSTPORT, with
+// IPv6 addresses in brackets. Without BIND it listens on 127.0.0.1 only,
+// as ssh does by default.
+func parseLocalForward(spec string) (localForward, error) {
+	var parts []string
+	for rest := spec; rest != ""; {
+		if strings.HasPrefix(rest, "[") {
+			end := strings.Index(rest, "]")
+			if end < 0 {
+				return localForward{}, fmt.Errorf("-L %s: unclosed [", spec)
+			}
+			parts = append(parts, rest[1:end])
+			rest = rest[end+1:]
+			if rest != "" && !strings.HasPrefix(rest, ":") {
+				return localForward{}, fmt.Errorf("-L %s: want ':' after ]", spec)
+			}
+			rest = strings.TrimPrefix(rest, ":")
+			continue
+		}
+		part, after, found := strings.Cut(rest, ":")
+		parts = append(parts, part)
+		rest = after
+		if found && rest == "" {
+			parts = append(parts, "")
+		}
+	}
+	bind := "127.0.0.1"
+	switch len(parts) {
+	case 3:
+	case 4:
+		bind, parts = parts[0], parts[1:]
+		if bind == "*" || bind == "" {
+			bind = ""
+		}
+	default:
+		return localForward{}, fmt.Errorf("-L %s: want [BIND:]PORT:HOST:HOSTPORT", spec)
+	}
+	for _, p := range []string{parts[0], parts[2]} {
+		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
+			return localForward{}, fmt.Errorf("-L %s: bad port %q", spec, p)
+		}
+	}
+	if parts[1] == "" || parts[2] == "0" {
+		return localForward{}, fmt.Errorf("-L %s: no host or port to connect to", spec)
+	}
+	return localForward{Listen: net.JoinHostPort(bind, parts[0]), Remote: net.JoinHostPort(parts[1], parts[2])}, nil
+}
+
+func newForwardCmd(g *globals) *cobra.Command {
+	var specs []string
+	c := &cobra.Command{
+		Use:               "forward -L [BIND:]PORT:HOST:HOSTPORT... TARGET",
+		ValidArgsFunction: g.completeTarget,
+		Short:             "Forward local TCP ports to addresses that the target reaches (like ssh -L, through any chain)",
+		Long: `Listen on each PORT here (on 127.0.0.1 unless BIND says otherwise; * or an
+empty BIND means every address) and carry every connection to HOST:HOSTPORT
+as the target connects to it: from the target's host, or from inside the
+container a chain ends in, so that localhost there is the container's.
+PORT 0 picks a free port; the addresses are printed on standard error.
+It runs until interrupted (exit 0) or until the target is lost (exit 255).
+A connection the target cannot make is reported and closed; the others
+go on.`,
+		Example: `  spindle forward -L 5432:localhost:5432 -J bastion web1,docker:db
+  spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion`,
+		Args: targetArgs(false),
+		RunE: func(c *cobra.Command, args []string) error {
+			if len(specs) == 0 {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L [BIND:]PORT:HOST:HOSTPORT")}
+			}
+			var fwds []localForward
+			for _, spec := range specs {
+				f, err := parseLocalForward(spec)
+				if err != nil {
+					return &usageError{cmd: c.CommandPath(), err: err}
+				}
+				fwds = append(fwds, f)
+			}
+			ctx, _, stop := signalContext(c.Context())
+			defer stop()
+			s, err := g.connect(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			defer s.Close()
+			var lns []net.Listener
+			defer func() {
+				for _, ln := range lns {
+					ln.Close()
+				}
+			}()
+			for _, f := range fwds {
+				ln, err := net.Listen("tcp", f.Listen)
+				if err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("-L: %w", err)}
+				}
+				lns = append(lns, ln)
+				fmt.Fprintf(g.stderr, "spindle: forwarding %s → %s → %s\n", ln.Addr(), s.cx.Name(), f.Remote)
+			}
+			var wg sync.WaitGroup
+			for i, ln := range lns {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					g.serveForward(ctx, s, ln, fwds[i].Remote, &wg)
+				}()
+			}
+			select {
+			case <-ctx.Done(): // interrupted: a normal end
+			case <-s.cx.Done():
+			}
+			for _, ln := range lns {
+				ln.Close()
+			}
+			wg.Wait()
+			if ctx.Err() == nil {
+				return &connectError{err: s.cx.Err()}
+			}
+			return nil
+		},
+	}
+	c.Flags().StringArrayVarP(&specs, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target (repeatable)")
+	return c
+}
+
+// stderrMu keeps the connections' reports whole.
+var stderrMu sync.Mutex
+
+// serveForward accepts on ln until it is closed, and tunnels each
+// connection to remote through s's target.
+func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, remote string, wg *sync.WaitGroup) {
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer conn.Close()
+			rc, err := tunnel.Dial(ctx, s.cx, "tcp", remote)
+			if err != nil {
+				stderrMu.Lock()
+				fmt.Fprintf(g.stderr, "spindle: forward %s → %s: %v\n", ln.Addr(), remote, err)
+				stderrMu.Unlock()
+				return
+			}
+			defer rc.Close()
+			// Ending the run ends the connections too.
+			stop := stdctx.AfterFunc(ctx, func() {
+				conn.Close()
+				rc.Close()
+			})
+			defer stop()
+			tunnel.Splice(conn, rc)
+		}()
+	}
+}

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"bufio"
+	"io"
+	"net"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+func TestParseLocalForward(t *testing.T) {
+	for in, want := range map[string]localForward{
+		"8080:localhost:80":             {"127.0.0.1:8080", "localhost:80"},
+		"0:10.0.0.7:22":                 {"127.0.0.1:0", "10.0.0.7:22"},
+		"0.0.0.0:5432:db:5432":          {"0.0.0.0:5432", "db:5432"},
+		"*:5432:db:5432":                {":5432", "db:5432"},
+		"[::1]:8080:[fd00::7]:80":       {"[::1]:8080", "[fd00::7]:80"},
+		"8443:intranet.example.com:443": {"127.0.0.1:8443", "intranet.example.com:443"},
+	} {
+		got, err := parseLocalForward(in)
+		if err != nil || got != want {
+			t.Errorf("parseLocalForward(%q) = %+v, %v; want %+v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "8080", "8080:host", "x:host:80", "8080:host:99999", "8080::80", "8080:host:0", "[::1:80:h:1", "a:b:c:d:e"} {
+		if _, err := parseLocalForward(bad); err == nil {
+			t.Errorf("parseLocalForward(%q) accepted", bad)
+		}
+	}
+}
+
+// spindle forward, as a user runs it: a port here reaches a server the
+// target reaches; an unreachable one is reported without ending the run;
+// SIGTERM ends it with status 0.
+func TestE2EForward(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, _ := io.ReadAll(c)
+				c.Write([]byte(strings.ToUpper(string(b))))
+			}()
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "forward", "-L", "0:"+ln.Addr().String(), "-L", "0:"+closedAddr, "local")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	r := bufio.NewReader(stderr)
+	re := regexp.MustCompile(`^spindle: forwarding (127\.0\.0\.1:\d+) → local → (\S+)\n$`)
+	var good, bad string
+	for i := 0; i < 2; i++ {
+		line, err := r.ReadString('\n')
+		m := re.FindStringSubmatch(line)
+		if err != nil || m == nil {
+			t.Fatalf("spindle forward said %q (%v)", line, err)
+		}
+		if m[2] == closedAddr {
+			bad = m[1]
+		} else {
+			good = m[1]
+		}
+	}
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "forwarded")
+		c.(*net.TCPConn).CloseWrite()
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(b) != "FORWARDED" {
+			t.Fatalf("through the forward: %q, %v", b, err)
+		}
+	}
+	c, err := net.Dial("tcp", bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(c); len(b) != 0 {
+		t.Errorf("the forward to a closed port returned %q", b)
+	}
+	c.Close()
+	line, _ := r.ReadString('\n')
+	if !strings.Contains(line, closedAddr) || !strings.Contains(line, "refused") {
+		t.Errorf("the failed connection was reported as %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v (stderr %q)", err, rest)
+	}
+}

@@ -1,0 +1,181 @@
+// Package tunnel carries TCP connections through a context, as ssh -L
+// does through one host: the agent dials the address from where it runs
+// (its host, or the network namespace of the container it runs in) and
+// splices the connection with the call's circuit. Through a chain, the
+// database in a container behind a host behind a bastion is one Dial
+// away, with no port opened anywhere but on the controller's machine.
+//
+// Method (register it on an agent with Register):
+//
+//	tunnel.Dial  args {net: "tcp", addr: "host:port"} [net, addr]; a
+//	             circuit; no result. The agent dials (bounded by the
+//	             call's context and DialTimeout), writes one byte (0) on
+//	             the circuit once connected, then copies both ways until
+//	             both directions have ended; a half-close on either side
+//	             is passed on. A failed dial is the call's error, with
+//	             nothing written.
+//
+// An agent dials only for its ancestors (the controller), as for every
+// call: nothing on a target can open a tunnel elsewhere.
+package tunnel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"time"
+
+	"github.com/spindle-rpc/spindle/rpc"
+)
+
+// MethodDial is the agent's side of a tunnel.
+const MethodDial = "tunnel.Dial"
+
+// DialTimeout bounds the agent's dial.
+const DialTimeout = 30 * time.Second
+
+// connected is the byte the agent writes once it has connected.
+const connected = 0
+
+// DialArgs are tunnel.Dial's arguments.
+type DialArgs struct {
+	Net  string `msgpack:"net"`  // "tcp", "tcp4" or "tcp6"
+	Addr string `msgpack:"addr"` // host:port, as the agent resolves it
+}
+
+// Register registers tunnel.Dial on reg.
+func Register(reg *rpc.Registry) { reg.Handle(MethodDial, handleDial) }
+
+func handleDial(ctx context.Context, call *rpc.Call) (any, error) {
+	var a DialArgs
+	if err := call.Args(&a); err != nil {
+		return nil, err
+	}
+	circ := call.Circuit
+	if circ == nil {
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodDial)
+	}
+	switch a.Net {
+	case "tcp", "tcp4", "tcp6":
+	default:
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4 or tcp6)", MethodDial, a.Net)
+	}
+	d := net.Dialer{Timeout: DialTimeout}
+	conn, err := d.DialContext(ctx, a.Net, a.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", MethodDial, a.Addr, err)
+	}
+	defer conn.Close()
+	if _, err := circ.Write([]byte{connected}); err != nil {
+		return nil, err
+	}
+	// The call's end (the controller gone) ends the tunnel.
+	stop := context.AfterFunc(ctx, func() {
+		conn.Close()
+		circ.Close()
+	})
+	defer stop()
+	Splice(conn, circ)
+	return nil, nil
+}
+
+// halfCloser is a connection whose writing side can be closed alone.
+type halfCloser interface {
+	CloseWrite() error
+}
+
+// Splice copies a to b and b to a until both directions have ended,
+// passing each side's end of input on as a half-close (CloseWrite where
+// the other side has one, else Close).
+func Splice(a, b io.ReadWriteCloser) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		copyThenClose(b, a)
+	}()
+	copyThenClose(a, b)
+	<-done
+}
+
+func copyThenClose(dst io.WriteCloser, src io.Reader) {
+	_, err := io.Copy(dst, src)
+	if hc, ok := dst.(halfCloser); ok && err == nil {
+		if hc.CloseWrite() == nil {
+			return
+		}
+	}
+	if err != nil && !errors.Is(err, net.ErrClosed) {
+		// A broken side: end both directions.
+		dst.Close()
+		if c, ok := src.(io.Closer); ok {
+			c.Close()
+		}
+		return
+	}
+	dst.Close()
+}
+
+// Conn is a TCP connection the agent of a context made (Dial): reads and
+// writes travel on the call's circuit.
+type Conn struct {
+	rpc.Stream
+	cancel context.CancelFunc
+	local  net.Addr
+	remote net.Addr
+}
+
+// Dial asks c's agent to connect to addr (network tcp, tcp4 or tcp6) from
+// where it runs, and returns the connection once it is made. ctx bounds
+// the dial only.
+func Dial(ctx context.Context, c rpc.Caller, network, addr string) (*Conn, error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st, err := c.Stream(cctx, MethodDial, &DialArgs{Net: network, Addr: addr})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if d, ok := ctx.Deadline(); ok {
+		st.SetReadDeadline(d)
+	}
+	stop := context.AfterFunc(ctx, func() { st.SetReadDeadline(time.Now()) })
+	var b [1]byte
+	_, err = io.ReadFull(st, b[:])
+	stop()
+	st.SetReadDeadline(time.Time{})
+	if err == nil && b[0] != connected {
+		err = fmt.Errorf("%s %s: unexpected first byte %d", MethodDial, addr, b[0])
+	}
+	if err != nil {
+		st.Close()
+		if werr := st.Wait(nil); werr != nil {
+			err = werr // the agent's reason: refused, unreachable, …
+		} else if ctx.Err() != nil {
+			err = fmt.Errorf("%s %s: %w", MethodDial, addr, ctx.Err())
+		}
+		cancel()
+		return nil, err
+	}
+	return &Conn{Stream: st, cancel: cancel, local: tunnelAddr("spindle"), remote: tunnelAddr(addr)}, nil
+}
+
+// CloseWrite ends what is sent: the agent half-closes the TCP connection.
+func (c *Conn) CloseWrite() error { return c.Stream.Close() }
+
+// Close ends the connection both ways.
+func (c *Conn) Close() error {
+	err := c.Stream.Close()
+	c.cancel()
+	return err
+}
+
+// LocalAddr and RemoteAddr name the tunnel: "spindle" and the address
+// the agent dialled.
+func (c *Conn) LocalAddr() net.Addr  { return c.local }
+func (c *Conn) RemoteAddr() net.Addr { return c.remote }
+
+type tunnelAddr string
+
+func (tunnelAddr) Network() string  { return "spindle-tunnel" }
+func (a tunnelAddr) String() string { return string(a) }
