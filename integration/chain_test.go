@@ -1,8 +1,10 @@
 package integration_test
 
 import (
+	"bufio"
 	stdctx "context"
 	"errors"
+	"net"
 	"os"
 	osexec "os/exec"
 	"strconv"
@@ -19,6 +21,7 @@ import (
 	"github.com/spindle-rpc/spindle/integration/topology"
 	sexec "github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
+	"github.com/spindle-rpc/spindle/services/tunnel"
 )
 
 // sshTo are SSH options for one topology host, with the controller's key
@@ -139,6 +142,37 @@ func TestChainBastionWebContainerSudo(t *testing.T) {
 		err := f.Wait(nil)
 		if !errors.Is(err, spindle.ErrDisconnected) || !strings.Contains(err.Error(), "ssh:"+tp.Bastion.Addr) {
 			t.Errorf("pending call %d after bastion died: %v; want ErrDisconnected naming ssh:%s", i, err, tp.Bastion.Addr)
+		}
+	}
+}
+
+// A tunnel reaches what only the far end reaches: web's sshd, which the
+// controller cannot connect to, answers through bastion → web.
+func TestTunnelThroughBastion(t *testing.T) {
+	t.Parallel()
+	tp := topology.New(t)
+	webAddr := net.JoinHostPort(tp.Web.Addr, strconv.Itoa(tp.Web.Port))
+	if c, err := net.DialTimeout("tcp", webAddr, 2*time.Second); err == nil {
+		c.Close()
+		t.Fatal("the controller reached web directly: the topology proves nothing")
+	}
+	_, cx := mustConnect(t, nil, sshTo(tp, &tp.Bastion))
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+	defer cancel()
+	web, err := cx.Connect(ctx, sshTo(tp, &tp.Web))
+	if err != nil {
+		t.Fatalf("bastion → web: %v", err)
+	}
+	// From web's agent, to web's own sshd; and from bastion's, to it too.
+	for _, from := range []*spindle.Context{web, cx} {
+		c, err := tunnel.Dial(ctx, from, "tcp", webAddr)
+		if err != nil {
+			t.Fatalf("tunnel from %s to %s: %v", from.Name(), webAddr, err)
+		}
+		banner, err := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		if err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
+			t.Fatalf("through %s: %q, %v; want sshd's banner", from.Name(), banner, err)
 		}
 	}
 }
