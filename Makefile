@@ -83,6 +83,7 @@ fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/exec -run '^$$' -fuzz '^FuzzOutputFrames$$' -fuzztime $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/fs -run '^$$' -fuzz '^FuzzWalkStream$$' -fuzztime $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/agentfwd -run '^$$' -fuzz '^FuzzForwardedRequests$$' -fuzztime $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./cmd/spindle -run '^$$' -fuzz '^FuzzSOCKS$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin $(AGENTS_DIR)/spindle-agent-*

@@ -68,26 +68,54 @@ func parseLocalForward(spec string) (localForward, error) {
 	return localForward{Listen: net.JoinHostPort(bind, parts[0]), Remote: net.JoinHostPort(parts[1], parts[2])}, nil
 }
 
+// parseDynamicForward parses -D [BIND:]PORT (127.0.0.1 without BIND).
+func parseDynamicForward(spec string) (string, error) {
+	bind, port := "127.0.0.1", spec
+	if i := strings.LastIndex(spec, ":"); i >= 0 {
+		bind, port = strings.Trim(spec[:i], "[]"), spec[i+1:]
+		if bind == "*" {
+			bind = ""
+		}
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return "", fmt.Errorf("-D %s: want [BIND:]PORT", spec)
+	}
+	return net.JoinHostPort(bind, port), nil
+}
+
 func newForwardCmd(g *globals) *cobra.Command {
-	var specs []string
+	var specs, socks []string
 	c := &cobra.Command{
-		Use:               "forward -L [BIND:]PORT:HOST:HOSTPORT... TARGET",
+		Use:               "forward [-L [BIND:]PORT:HOST:HOSTPORT]... [-D [BIND:]PORT]... TARGET",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Forward local TCP ports to addresses that the target reaches (like ssh -L, through any chain)",
 		Long: `Listen on each PORT here (on 127.0.0.1 unless BIND says otherwise; * or an
 empty BIND means every address) and carry every connection to HOST:HOSTPORT
 as the target connects to it: from the target's host, or from inside the
 container a chain ends in, so that localhost there is the container's.
+-D [BIND:]PORT serves a SOCKS5 proxy there instead (like ssh -D; CONNECT
+only, no authentication), whose every connection the target makes,
+resolving host names itself: curl --socks5-hostname 127.0.0.1:PORT reaches
+what the target reaches.
 PORT 0 picks a free port; the addresses are printed on standard error.
 It runs until interrupted (exit 0) or until the target is lost (exit 255).
 A connection the target cannot make is reported and closed; the others
 go on.`,
 		Example: `  spindle forward -L 5432:localhost:5432 -J bastion web1,docker:db
-  spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion`,
+  spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion
+  spindle forward -D 1080 bastion,web1`,
 		Args: targetArgs(false),
 		RunE: func(c *cobra.Command, args []string) error {
-			if len(specs) == 0 {
-				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L [BIND:]PORT:HOST:HOSTPORT")}
+			if len(specs) == 0 && len(socks) == 0 {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L [BIND:]PORT:HOST:HOSTPORT or -D [BIND:]PORT")}
+			}
+			var socksAddrs []string
+			for _, spec := range socks {
+				a, err := parseDynamicForward(spec)
+				if err != nil {
+					return &usageError{cmd: c.CommandPath(), err: err}
+				}
+				socksAddrs = append(socksAddrs, a)
 			}
 			var fwds []localForward
 			for _, spec := range specs {
@@ -118,12 +146,24 @@ go on.`,
 				lns = append(lns, ln)
 				fmt.Fprintf(g.stderr, "spindle: forwarding %s → %s → %s\n", ln.Addr(), s.cx.Name(), f.Remote)
 			}
+			for _, a := range socksAddrs {
+				ln, err := net.Listen("tcp", a)
+				if err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("-D: %w", err)}
+				}
+				lns = append(lns, ln)
+				fmt.Fprintf(g.stderr, "spindle: SOCKS5 proxy on %s → %s\n", ln.Addr(), s.cx.Name())
+			}
 			var wg sync.WaitGroup
 			for i, ln := range lns {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					g.serveForward(ctx, s, ln, fwds[i].Remote, &wg)
+					if i < len(fwds) {
+						g.serveForward(ctx, s, ln, fwds[i].Remote, &wg)
+					} else {
+						g.serveSOCKS(ctx, s, ln, &wg)
+					}
 				}()
 			}
 			select {
@@ -141,11 +181,19 @@ go on.`,
 		},
 	}
 	c.Flags().StringArrayVarP(&specs, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target (repeatable)")
+	c.Flags().StringArrayVarP(&socks, "dynamic", "D", nil, "[BIND:]PORT: serve a SOCKS5 proxy on PORT here whose connections the target makes (repeatable)")
 	return c
 }
 
 // stderrMu keeps the connections' reports whole.
 var stderrMu sync.Mutex
+
+// forwardReport prints one line about a connection on stderr.
+func (g *globals) forwardReport(format string, args ...any) {
+	stderrMu.Lock()
+	defer stderrMu.Unlock()
+	fmt.Fprintf(g.stderr, "spindle: "+format+"\n", args...)
+}
 
 // serveForward accepts on ln until it is closed, and tunnels each
 // connection to remote through s's target.
@@ -161,9 +209,7 @@ func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, 
 			defer conn.Close()
 			rc, err := tunnel.Dial(ctx, s.cx, "tcp", remote)
 			if err != nil {
-				stderrMu.Lock()
-				fmt.Fprintf(g.stderr, "spindle: forward %s → %s: %v\n", ln.Addr(), remote, err)
-				stderrMu.Unlock()
+				g.forwardReport("forward %s → %s: %v", ln.Addr(), remote, err)
 				return
 			}
 			defer rc.Close()

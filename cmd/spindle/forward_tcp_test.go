@@ -37,24 +37,7 @@ func TestParseLocalForward(t *testing.T) {
 // target reaches; an unreachable one is reported without ending the run;
 // SIGTERM ends it with status 0.
 func TestE2EForward(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				b, _ := io.ReadAll(c)
-				c.Write([]byte(strings.ToUpper(string(b))))
-			}()
-		}
-	}()
+	ln := upperServer(t)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -62,16 +45,7 @@ func TestE2EForward(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 
-	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "forward", "-L", "0:"+ln.Addr().String(), "-L", "0:"+closedAddr, "local")
-	stderr, err := cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	r := bufio.NewReader(stderr)
+	cmd, r := startForward(t, "-L", "0:"+ln.Addr().String(), "-L", "0:"+closedAddr, "local")
 	re := regexp.MustCompile(`^spindle: forwarding (127\.0\.0\.1:\d+) → local → (\S+)\n$`)
 	var good, bad string
 	for i := 0; i < 2; i++ {
@@ -116,4 +90,45 @@ func TestE2EForward(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM: %v (stderr %q)", err, rest)
 	}
+}
+
+// upperServer answers each connection with what it read, upper-cased,
+// once the client half-closes; it stops when t ends.
+func upperServer(t *testing.T) net.Listener {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				b, _ := io.ReadAll(c)
+				c.Write([]byte(strings.ToUpper(string(b))))
+			}()
+		}
+	}()
+	return ln
+}
+
+// startForward starts `spindle forward ARGS` (killed when t ends) and
+// returns it with its stderr, where it names its listening addresses.
+func startForward(t *testing.T, args ...string) (*osexec.Cmd, *bufio.Reader) {
+	t.Helper()
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), append([]string{"forward"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill() })
+	return cmd, bufio.NewReader(stderr)
 }
