@@ -195,9 +195,10 @@ func (g *globals) forwardReport(format string, args ...any) {
 	fmt.Fprintf(g.stderr, "spindle: "+format+"\n", args...)
 }
 
-// serveForward accepts on ln until it is closed, and tunnels each
-// connection to remote through s's target.
-func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, remote string, wg *sync.WaitGroup) {
+// acceptEach accepts on ln until it is closed and runs serve for each
+// connection in a goroutine counted by wg; the connection is closed when
+// serve returns or when ctx ends.
+func acceptEach(ctx stdctx.Context, ln net.Listener, wg *sync.WaitGroup, serve func(net.Conn)) {
 	for {
 		conn, err := ln.Accept()
 		if err != nil {
@@ -207,19 +208,26 @@ func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, 
 		go func() {
 			defer wg.Done()
 			defer conn.Close()
-			rc, err := tunnel.Dial(ctx, s.cx, "tcp", remote)
-			if err != nil {
-				g.forwardReport("forward %s → %s: %v", ln.Addr(), remote, err)
-				return
-			}
-			defer rc.Close()
-			// Ending the run ends the connections too.
-			stop := stdctx.AfterFunc(ctx, func() {
-				conn.Close()
-				rc.Close()
-			})
+			stop := stdctx.AfterFunc(ctx, func() { conn.Close() })
 			defer stop()
-			tunnel.Splice(conn, rc)
+			serve(conn)
 		}()
 	}
+}
+
+// serveForward accepts on ln until it is closed, and tunnels each
+// connection to remote through s's target.
+func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, remote string, wg *sync.WaitGroup) {
+	acceptEach(ctx, ln, wg, func(conn net.Conn) {
+		rc, err := tunnel.Dial(ctx, s.cx, "tcp", remote)
+		if err != nil {
+			g.forwardReport("forward %s → %s: %v", ln.Addr(), remote, err)
+			return
+		}
+		defer rc.Close()
+		// Ending the run ends the tunnel too.
+		stop := stdctx.AfterFunc(ctx, func() { rc.Close() })
+		defer stop()
+		tunnel.Splice(conn, rc)
+	})
 }

@@ -144,49 +144,38 @@ func socksDialReply(err error) byte {
 // serveSOCKS accepts on ln until it is closed and serves each client as a
 // SOCKS5 proxy whose connections s's target makes.
 func (g *globals) serveSOCKS(ctx stdctx.Context, s *session, ln net.Listener, wg *sync.WaitGroup) {
-	for {
-		conn, err := ln.Accept()
+	acceptEach(ctx, ln, wg, func(conn net.Conn) {
+		ok, err := readSOCKSGreeting(conn)
 		if err != nil {
 			return
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer conn.Close()
-			stop := stdctx.AfterFunc(ctx, func() { conn.Close() })
-			defer stop()
-			ok, err := readSOCKSGreeting(conn)
-			if err != nil {
-				return
+		if !ok {
+			conn.Write([]byte{socksVersion, socksNoMethod})
+			return
+		}
+		if _, err := conn.Write([]byte{socksVersion, socksNoAuth}); err != nil {
+			return
+		}
+		addr, err := readSOCKSRequest(conn)
+		if err != nil {
+			var se *errSOCKS
+			if errors.As(err, &se) {
+				socksReply(conn, se.rep)
 			}
-			if !ok {
-				conn.Write([]byte{socksVersion, socksNoMethod})
-				return
-			}
-			if _, err := conn.Write([]byte{socksVersion, socksNoAuth}); err != nil {
-				return
-			}
-			addr, err := readSOCKSRequest(conn)
-			if err != nil {
-				var se *errSOCKS
-				if errors.As(err, &se) {
-					socksReply(conn, se.rep)
-				}
-				return
-			}
-			rc, err := tunnel.Dial(ctx, s.cx, "tcp", addr)
-			if err != nil {
-				socksReply(conn, socksDialReply(err))
-				g.forwardReport("forward (SOCKS) %s → %s: %v", ln.Addr(), addr, err)
-				return
-			}
-			defer rc.Close()
-			stopRemote := stdctx.AfterFunc(ctx, func() { rc.Close() })
-			defer stopRemote()
-			if socksReply(conn, socksOK) != nil {
-				return
-			}
-			tunnel.Splice(conn, rc)
-		}()
-	}
+			return
+		}
+		rc, err := tunnel.Dial(ctx, s.cx, "tcp", addr)
+		if err != nil {
+			socksReply(conn, socksDialReply(err))
+			g.forwardReport("forward (SOCKS) %s → %s: %v", ln.Addr(), addr, err)
+			return
+		}
+		defer rc.Close()
+		stop := stdctx.AfterFunc(ctx, func() { rc.Close() })
+		defer stop()
+		if socksReply(conn, socksOK) != nil {
+			return
+		}
+		tunnel.Splice(conn, rc)
+	})
 }
