@@ -311,19 +311,12 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 			hc.CertificateFiles = append(hc.CertificateFiles, tk.expand(v))
 		}
 	case "forwardagent":
-		switch v := unquote(val); {
-		case isYesNo(v) && !yes(v):
+		hc.ForwardAgent = expandSocket(unquote(val), tk)
+		if isYesNo(hc.ForwardAgent) && !yes(hc.ForwardAgent) {
 			hc.ForwardAgent = "" // no: ssh's default, as ssh -G prints it
-		case isYesNo(v) || v == "SSH_AUTH_SOCK" || legacyEnvRef(v):
-			hc.ForwardAgent = v
-		default:
-			hc.ForwardAgent = tk.expand(expandEnvBraced(v))
 		}
 	case "identityagent":
-		hc.IdentityAgent = unquote(val)
-		if v := hc.IdentityAgent; v != "none" && v != "SSH_AUTH_SOCK" && !legacyEnvRef(v) {
-			hc.IdentityAgent = tk.expand(expandEnvBraced(v))
-		}
+		hc.IdentityAgent = expandSocket(unquote(val), tk)
 	case "proxyjump":
 		hc.ProxyJump = val
 	case "proxycommand":
@@ -419,6 +412,16 @@ func sessionEnv(env, sendEnv, setEnv []string) []string {
 		}
 	}
 	return out
+}
+
+// expandSocket expands ~, ${VAR} and tk's tokens in an IdentityAgent or
+// ForwardAgent value that names a socket, and leaves their keywords alone
+// (yes, no, none, SSH_AUTH_SOCK, and the legacy "$VAR").
+func expandSocket(v string, tk tokens) string {
+	if isYesNo(v) || v == "none" || v == "SSH_AUTH_SOCK" || legacyEnvRef(v) {
+		return v
+	}
+	return tk.expand(expandEnvBraced(v))
 }
 
 // legacyEnvRef reports whether an IdentityAgent value is ssh's older

@@ -217,17 +217,14 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 
 	identityAgent := hc.IdentityAgent
 	if o.IdentityAgent != "" {
-		identityAgent = expandHome(expandEnvBraced(o.IdentityAgent))
+		identityAgent = expandSocket(o.IdentityAgent, nil)
 	}
 	s.agentSocket = agentSocket(identityAgent)
 	// ForwardAgent yes forwards the agent ssh itself uses (IdentityAgent's);
 	// a socket names another.
 	forward := hc.ForwardAgent
 	if o.ForwardAgent != "" {
-		forward = o.ForwardAgent
-		if !isYesNo(forward) && forward != "SSH_AUTH_SOCK" && !legacyEnvRef(forward) {
-			forward = expandHome(expandEnvBraced(forward))
-		}
+		forward = expandSocket(o.ForwardAgent, nil)
 	}
 	switch {
 	case yes(forward):
