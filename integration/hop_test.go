@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
@@ -113,6 +114,58 @@ func TestSSHHopHostKeys(t *testing.T) {
 	_, err = cx.Connect(ctx, o)
 	if !errors.Is(err, spindle.ErrHostKey) || !strings.Contains(err.Error(), "CHANGED") {
 		t.Fatalf("changed host key through a hop: %v", err)
+	}
+}
+
+// TestSSHHopAsks: a hop started by an agent puts the controller's
+// questions (an unknown host key under ssh's default "ask", a password)
+// to the controller's user, and the user's time does not count against
+// the ConnectTimeout whose timer runs on the agent.
+func TestSSHHopAsks(t *testing.T) {
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	second := newTarget(t, "/bin/sh")
+	ctx, cx := throughFirst(t, first)
+
+	kh := filepath.Join(t.TempDir(), "known_hosts")
+	o := second.opts()
+	o.KnownHostsFiles = []string{kh}
+	o.HostKeyPolicy = ssh.HostKeyAsk
+	o.IdentityFiles = nil
+	o.PreferredAuthentications = []string{"password"}
+	o.ConnectTimeout = time.Second
+	// A user slower than ConnectTimeout at each question. The sleeps are
+	// the user's, not synchronisation: the test is that they are allowed.
+	var questions []string
+	var mu sync.Mutex
+	o.HostKeyPrompt = func(q string) (string, error) {
+		mu.Lock()
+		questions = append(questions, q)
+		mu.Unlock()
+		time.Sleep(1500 * time.Millisecond)
+		return "yes", nil
+	}
+	o.PasswordPrompt = func(p string) (string, error) {
+		mu.Lock()
+		questions = append(questions, p)
+		mu.Unlock()
+		time.Sleep(1500 * time.Millisecond)
+		return second.u.Password, nil
+	}
+	hop, err := cx.Connect(ctx, o)
+	if err != nil {
+		t.Fatalf("hop with a host-key question and a password, each slower than ConnectTimeout: %v", err)
+	}
+	if info, err := sys.Info(ctx, hop); err != nil || info.UID != second.u.UID {
+		t.Fatalf("behind the hop: %+v, %v", info, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(questions) != 2 || !strings.Contains(questions[0], "authenticity of host") || !strings.Contains(questions[1], "password") {
+		t.Fatalf("questions %q; want the host key, then the password", questions)
+	}
+	if b, _ := os.ReadFile(kh); !strings.Contains(string(b), "[127.0.0.1]:"+strconv.Itoa(second.s.Port)) {
+		t.Fatalf("the accepted key is not in the controller's known_hosts: %q", b)
 	}
 }
 

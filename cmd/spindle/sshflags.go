@@ -6,6 +6,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -226,6 +227,8 @@ func asConnector(v any) (spindle.Connector, error) {
 // readLineTTY asks question on the terminal and reads the answer, echoed:
 // a host key's confirmation, as ssh asks it.
 func readLineTTY(question string) (string, error) {
+	ttyMu.Lock()
+	defer ttyMu.Unlock()
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return "", fmt.Errorf("no terminal to ask on (%v)", err)
@@ -241,7 +244,14 @@ func readLineTTY(question string) (string, error) {
 	return strings.TrimRight(line, "\r\n"), nil
 }
 
+// ttyMu keeps one question at a time on the terminal: hops that start
+// in parallel (a chain's several SSH hops through one bastion) may each
+// have one.
+var ttyMu sync.Mutex
+
 func readSecretTTY(prompt string) (string, error) {
+	ttyMu.Lock()
+	defer ttyMu.Unlock()
 	tty, err := os.OpenFile("/dev/tty", os.O_RDWR, 0)
 	if err != nil {
 		return "", fmt.Errorf("cannot ask for a password: no terminal (%v); use --password-env VAR or a key", err)

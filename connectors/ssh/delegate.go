@@ -84,6 +84,12 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		return nil, nil, err
 	}
 	pr := s.prompter(o.PasswordPrompt)
+	if o.HostKeyPrompt != nil && !s.batchMode {
+		// The hop's agent pauses its handshake deadline while the
+		// controller asks (Hop.Start), so the question can wait for the
+		// user as it does for a direct connection.
+		hk.confirm = func(q string) (string, error) { return pr.askWith(o.HostKeyPrompt, q) }
+	}
 	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr, s.user+"@"+s.display, log)
 	if agConn != nil {

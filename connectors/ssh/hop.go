@@ -83,13 +83,25 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 	if err != nil {
 		return nil, fmt.Errorf("ssh %s: the controller's keys: %w", h.Display, err)
 	}
+	// The controller may put a question to its user (a password, an
+	// unknown host key): as for the controller's own connections, the
+	// user's time does not count against the handshake's ConnectTimeout,
+	// which runs here, on the agent.
+	pr := &prompter{}
+	askUser := func(typ string, req any) (r *helperReply, err error) {
+		pr.askWith(func(string) (string, error) {
+			r, err = ask(lent, typ, req)
+			return "", err
+		}, "")
+		return r, err
+	}
 	var auth authSet
 	if len(signers) > 0 {
 		auth.method("publickey", gossh.PublicKeys(signers...))
 	}
 	if h.Password {
 		pw := func() (string, error) {
-			r, err := ask(lent, extPassword, nil)
+			r, err := askUser(extPassword, nil)
 			if err != nil {
 				return "", err
 			}
@@ -122,7 +134,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		Auth:              methods,
 		HostKeyAlgorithms: h.HostKeyAlgorithms,
 		HostKeyCallback: func(hostname string, remote net.Addr, key gossh.PublicKey) error {
-			r, err := ask(lent, extHostKey, &hostKeyRequest{Hostname: hostname, Remote: remote.String(), Key: key.Marshal()})
+			r, err := askUser(extHostKey, &hostKeyRequest{Hostname: hostname, Remote: remote.String(), Key: key.Marshal()})
 			if err == nil && r.Err != "" {
 				err = rpc.Errorf(rpc.ErrHostKey, "%s", r.Err)
 			}
@@ -152,7 +164,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 			return nil, dialError(ctx, h.Addr, timeout, err)
 		}
 		conn, started := withQuickAck(conn)
-		client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), &prompter{})
+		client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), pr)
 		if err != nil {
 			if hostKeyErr != nil {
 				return nil, hostKeyErr

@@ -73,8 +73,9 @@ type Options struct {
 	PasswordPrompt func(prompt string) (string, error)
 	// HostKeyPrompt, if set, asks the user a question about an unknown host
 	// key under HostKeyAsk and returns the answer as typed (the CLI asks on
-	// the terminal, echoing). Only for the controller's own connections: a
-	// hop started by an agent refuses unknown keys under ask.
+	// the terminal, echoing). A hop started by an agent asks it too, on the
+	// controller; it may be called from several goroutines at once when
+	// hops start in parallel.
 	HostKeyPrompt func(question string) (string, error)
 	// KnownHostsFiles replace ~/.ssh/known_hosts (UserKnownHostsFile).
 	KnownHostsFiles []string
@@ -82,7 +83,8 @@ type Options struct {
 	// is ask), else ask.
 	HostKeyPolicy HostKeyPolicy
 	// ConnectTimeout bounds TCP connect AND the SSH handshake and auth
-	// (each hop's), not the time spent waiting for PasswordPrompt.
+	// (each hop's), not the time spent waiting for PasswordPrompt or
+	// HostKeyPrompt, also for a hop started by an agent.
 	// Default: ssh_config's ConnectTimeout, else 30s.
 	ConnectTimeout time.Duration
 	// KeepaliveInterval and KeepaliveCountMax detect a dead peer
