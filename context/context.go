@@ -130,7 +130,7 @@ func (c *Context) Stream(ctx stdctx.Context, method string, args any) (rpc.Strea
 		f.fail(c.sendError(err))
 		return nil, f.err
 	}
-	f.circuit = circ
+	f.setCircuit(circ)
 	return &stream{Circuit: circ, Future: f}, nil
 }
 

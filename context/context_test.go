@@ -231,3 +231,23 @@ func TestErrorNamesMethodOnce(t *testing.T) {
 		}
 	}
 }
+
+// A stream whose context is cancelled while its circuit is being opened
+// fails cleanly: the cancellation and the opening do not race (run with
+// -race), and the agent stays usable.
+func TestStreamCancelledWhileOpening(t *testing.T) {
+	_, cx := connect(t)
+	for i := 0; i < 300; i++ {
+		ctx, cancel := stdctx.WithCancel(stdctx.Background())
+		go cancel()
+		st, err := cx.Stream(ctx, "sys.Ping", &sys.PingArgs{})
+		if err == nil {
+			st.Wait(nil)
+			st.Close()
+		}
+		cancel()
+	}
+	if err := sys.Ping(stdctx.Background(), cx); err != nil {
+		t.Fatalf("after 300 cancelled streams: %v", err)
+	}
+}

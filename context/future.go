@@ -21,7 +21,8 @@ type Future struct {
 	handle uint32
 	stop   func() bool // unhooks the cancellation watcher
 
-	circuit router.Circuit
+	circuit  router.Circuit // Stream's; set under mu
+	finished bool           // finish has run (under mu)
 
 	once sync.Once
 	done chan struct{}
@@ -54,14 +55,15 @@ func (f *Future) finish(m *router.Message, err error) {
 		f.msg, f.err = m, err
 		f.c.inflight.Add(-1)
 		f.mu.Lock()
-		handle, stop := f.handle, f.stop
+		handle, stop, circ := f.handle, f.stop, f.circuit
+		f.finished = true
 		f.mu.Unlock()
 		f.c.ctl.rt.Unregister(handle)
 		if stop != nil {
 			stop()
 		}
-		if err != nil && f.circuit != nil {
-			f.circuit.Close()
+		if err != nil && circ != nil {
+			circ.Close()
 		}
 		close(f.done)
 	})
@@ -138,4 +140,17 @@ func (f *Future) Control(ctl rpc.Control) error {
 		return err
 	}
 	return f.c.ctl.rt.Send(&router.Message{Dst: f.c.id, Handle: router.HandleControl, Data: data})
+}
+
+// setCircuit attaches a Stream's circuit, which a failure closes: at once
+// if the future has already failed (its context cancelled while the
+// circuit was being opened).
+func (f *Future) setCircuit(circ router.Circuit) {
+	f.mu.Lock()
+	f.circuit = circ
+	failed := f.finished && f.err != nil
+	f.mu.Unlock()
+	if failed {
+		circ.Close()
+	}
 }
