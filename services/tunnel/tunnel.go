@@ -71,14 +71,46 @@ func handleDial(ctx context.Context, call *rpc.Call) (any, error) {
 	if _, err := circ.Write([]byte{connected}); err != nil {
 		return nil, err
 	}
-	// The call's end (the controller gone) ends the tunnel.
+	spliceCall(ctx, conn, circ)
+	return nil, nil
+}
+
+// closeGrace bounds how long a cancelled tunnel goes on delivering what
+// the controller sent before it closed.
+const closeGrace = 5 * time.Second
+
+// spliceCall is the agent's Splice of a call's circuit with its
+// connection. The call's cancellation (the controller's Conn.Close) ends
+// the tunnel as closing a TCP socket does: the connection is no longer
+// read, what the controller sent before is still delivered (within
+// closeGrace: it has already arrived, in the circuit's buffer), and then
+// the connection is closed, so that a peer still sending is reset rather
+// than left blocked.
+func spliceCall(ctx context.Context, conn net.Conn, circ net.Conn) {
+	delivered := make(chan struct{})
+	go func() {
+		defer close(delivered)
+		copyThenClose(conn, circ)
+	}()
 	stop := context.AfterFunc(ctx, func() {
-		conn.Close()
-		circ.Close()
+		now := time.Now()
+		conn.SetReadDeadline(now)
+		circ.SetWriteDeadline(now)
+		conn.SetWriteDeadline(now.Add(closeGrace))
+		circ.SetReadDeadline(now.Add(closeGrace))
 	})
 	defer stop()
-	Splice(conn, circ)
-	return nil, nil
+	_, err := io.Copy(circ, conn)
+	if ctx.Err() == nil {
+		if err != nil && !errors.Is(err, net.ErrClosed) {
+			circ.Close()
+			conn.Close()
+		} else if hc, ok := circ.(halfCloser); !ok || hc.CloseWrite() != nil {
+			circ.Close()
+		}
+	}
+	<-delivered
+	conn.Close()
 }
 
 // halfCloser is a connection whose writing side can be closed alone.

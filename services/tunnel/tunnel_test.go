@@ -186,3 +186,38 @@ func TestCloseEndsBothWays(t *testing.T) {
 		t.Fatal("the far end still writes 30 s after Close: the agent kept the connection")
 	}
 }
+
+// Close is a TCP close, not a reset: what was written before it reaches
+// the far end whole, although the agent may still be writing it out when
+// the cancellation arrives.
+func TestCloseDeliversWhatWasSent(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan int, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- -1
+			return
+		}
+		defer c.Close()
+		n, _ := io.Copy(io.Discard, c)
+		got <- int(n)
+	}()
+	ctx, cx := localtest.Dial(t)
+	c, err := tunnel.Dial(ctx, cx, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const size = 8 << 20
+	if _, err := c.Write(make([]byte, size)); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if n := <-got; n != size {
+		t.Fatalf("the far end read %d bytes of %d written before Close", n, size)
+	}
+}
