@@ -4,6 +4,7 @@ import (
 	"bufio"
 	stdctx "context"
 	"errors"
+	"io"
 	"net"
 	"os"
 	osexec "os/exec"
@@ -174,5 +175,37 @@ func TestTunnelThroughBastion(t *testing.T) {
 		if err != nil || !strings.HasPrefix(banner, "SSH-2.0-") {
 			t.Fatalf("through %s: %q, %v; want sshd's banner", from.Name(), banner, err)
 		}
+	}
+
+	// The other way round (spindle forward -R): web's agent listens in
+	// web's network, and what connects there reaches the controller,
+	// which web has no route to.
+	ln, err := tunnel.Listen(ctx, web, "tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listening on web: %v", err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			b, _ := io.ReadAll(c)
+			c.Write([]byte("controller got " + string(b)))
+			c.Close()
+		}
+	}()
+	// Something on web connects to the port: here web's own agent.
+	c, err := tunnel.Dial(ctx, web, "tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatalf("connecting on web to its listener %s: %v", ln.Addr(), err)
+	}
+	io.WriteString(c, "hello from web")
+	c.CloseWrite()
+	b, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(b) != "controller got hello from web" {
+		t.Fatalf("web → its listener → controller: %q, %v", b, err)
 	}
 }

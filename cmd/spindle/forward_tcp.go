@@ -13,28 +13,29 @@ import (
 	"github.com/spindle-rpc/spindle/services/tunnel"
 )
 
-// localForward is one -L: listen on Listen here, connect to Remote from
-// the target.
-type localForward struct {
-	Listen string // [bind:]port as net.Listen takes it
-	Remote string // host:port as the target's agent dials it
+// portForward is one -L or -R: listen on Listen (here for -L, on the
+// target for -R), and connect each connection to Connect (from the target
+// for -L, from here for -R).
+type portForward struct {
+	Listen  string // [bind:]port as net.Listen takes it
+	Connect string // host:port
 }
 
-// parseLocalForward parses ssh's -L syntax, [BIND:]PORT:HOST:HOSTPORT, with
-// IPv6 addresses in brackets. Without BIND it listens on 127.0.0.1 only,
-// as ssh does by default.
-func parseLocalForward(spec string) (localForward, error) {
+// parsePortForward parses ssh's -L and -R syntax, [BIND:]PORT:HOST:HOSTPORT,
+// with IPv6 addresses in brackets; flag ("-L", "-R") names it in errors.
+// Without BIND it listens on 127.0.0.1 only, as ssh does by default.
+func parsePortForward(flag, spec string) (portForward, error) {
 	var parts []string
 	for rest := spec; rest != ""; {
 		if strings.HasPrefix(rest, "[") {
 			end := strings.Index(rest, "]")
 			if end < 0 {
-				return localForward{}, fmt.Errorf("-L %s: unclosed [", spec)
+				return portForward{}, fmt.Errorf("%s %s: unclosed [", flag, spec)
 			}
 			parts = append(parts, rest[1:end])
 			rest = rest[end+1:]
 			if rest != "" && !strings.HasPrefix(rest, ":") {
-				return localForward{}, fmt.Errorf("-L %s: want ':' after ]", spec)
+				return portForward{}, fmt.Errorf("%s %s: want ':' after ]", flag, spec)
 			}
 			rest = strings.TrimPrefix(rest, ":")
 			continue
@@ -55,17 +56,17 @@ func parseLocalForward(spec string) (localForward, error) {
 			bind = ""
 		}
 	default:
-		return localForward{}, fmt.Errorf("-L %s: want [BIND:]PORT:HOST:HOSTPORT", spec)
+		return portForward{}, fmt.Errorf("%s %s: want [BIND:]PORT:HOST:HOSTPORT", flag, spec)
 	}
 	for _, p := range []string{parts[0], parts[2]} {
 		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
-			return localForward{}, fmt.Errorf("-L %s: bad port %q", spec, p)
+			return portForward{}, fmt.Errorf("%s %s: bad port %q", flag, spec, p)
 		}
 	}
 	if parts[1] == "" || parts[2] == "0" {
-		return localForward{}, fmt.Errorf("-L %s: no host or port to connect to", spec)
+		return portForward{}, fmt.Errorf("%s %s: no host or port to connect to", flag, spec)
 	}
-	return localForward{Listen: net.JoinHostPort(bind, parts[0]), Remote: net.JoinHostPort(parts[1], parts[2])}, nil
+	return portForward{Listen: net.JoinHostPort(bind, parts[0]), Connect: net.JoinHostPort(parts[1], parts[2])}, nil
 }
 
 // parseDynamicForward parses -D [BIND:]PORT (127.0.0.1 without BIND).
@@ -84,11 +85,11 @@ func parseDynamicForward(spec string) (string, error) {
 }
 
 func newForwardCmd(g *globals) *cobra.Command {
-	var specs, socks []string
+	var specs, remoteSpecs, socks []string
 	c := &cobra.Command{
-		Use:               "forward [-L [BIND:]PORT:HOST:HOSTPORT]... [-D [BIND:]PORT]... TARGET",
+		Use:               "forward [-L [BIND:]PORT:HOST:HOSTPORT]... [-R [BIND:]PORT:HOST:HOSTPORT]... [-D [BIND:]PORT]... TARGET",
 		ValidArgsFunction: g.completeTarget,
-		Short:             "Forward local TCP ports to addresses that the target reaches (like ssh -L, through any chain)",
+		Short:             "Forward TCP ports between here and the target (like ssh -L, -R and -D, through any chain)",
 		Long: `Listen on each PORT here (on 127.0.0.1 unless BIND says otherwise; * or an
 empty BIND means every address) and carry every connection to HOST:HOSTPORT
 as the target connects to it: from the target's host, or from inside the
@@ -97,17 +98,23 @@ container a chain ends in, so that localhost there is the container's.
 only, no authentication), whose every connection the target makes,
 resolving host names itself: curl --socks5-hostname 127.0.0.1:PORT reaches
 what the target reaches.
+-R [BIND:]PORT:HOST:HOSTPORT is the other way round (like ssh -R): the
+target's agent listens on PORT (on its 127.0.0.1 unless BIND says
+otherwise), and every connection made to it there is carried here and
+connected to HOST:HOSTPORT from this machine: a target with no way out
+reaches a package mirror or a web server on your side.
 PORT 0 picks a free port; the addresses are printed on standard error.
 It runs until interrupted (exit 0) or until the target is lost (exit 255).
 A connection the target cannot make is reported and closed; the others
 go on.`,
 		Example: `  spindle forward -L 5432:localhost:5432 -J bastion web1,docker:db
   spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion
-  spindle forward -D 1080 bastion,web1`,
+  spindle forward -D 1080 bastion,web1
+  spindle forward -R 3128:localhost:3128 -J bastion web1`,
 		Args: targetArgs(false),
 		RunE: func(c *cobra.Command, args []string) error {
-			if len(specs) == 0 && len(socks) == 0 {
-				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L [BIND:]PORT:HOST:HOSTPORT or -D [BIND:]PORT")}
+			if len(specs) == 0 && len(remoteSpecs) == 0 && len(socks) == 0 {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L or -R [BIND:]PORT:HOST:HOSTPORT, or -D [BIND:]PORT")}
 			}
 			var socksAddrs []string
 			for _, spec := range socks {
@@ -117,13 +124,20 @@ go on.`,
 				}
 				socksAddrs = append(socksAddrs, a)
 			}
-			var fwds []localForward
+			var fwds, remote []portForward
 			for _, spec := range specs {
-				f, err := parseLocalForward(spec)
+				f, err := parsePortForward("-L", spec)
 				if err != nil {
 					return &usageError{cmd: c.CommandPath(), err: err}
 				}
 				fwds = append(fwds, f)
+			}
+			for _, spec := range remoteSpecs {
+				f, err := parsePortForward("-R", spec)
+				if err != nil {
+					return &usageError{cmd: c.CommandPath(), err: err}
+				}
+				remote = append(remote, f)
 			}
 			ctx, _, stop := signalContext(c.Context())
 			defer stop()
@@ -144,7 +158,7 @@ go on.`,
 					return &exitError{code: 1, err: fmt.Errorf("-L: %w", err)}
 				}
 				lns = append(lns, ln)
-				fmt.Fprintf(g.stderr, "spindle: forwarding %s → %s → %s\n", ln.Addr(), s.cx.Name(), f.Remote)
+				fmt.Fprintf(g.stderr, "spindle: forwarding %s → %s → %s\n", ln.Addr(), s.cx.Name(), f.Connect)
 			}
 			for _, a := range socksAddrs {
 				ln, err := net.Listen("tcp", a)
@@ -154,15 +168,26 @@ go on.`,
 				lns = append(lns, ln)
 				fmt.Fprintf(g.stderr, "spindle: SOCKS5 proxy on %s → %s\n", ln.Addr(), s.cx.Name())
 			}
+			for _, f := range remote {
+				ln, err := tunnel.Listen(ctx, s.cx, "tcp", f.Listen)
+				if err != nil {
+					return &exitError{code: 1, err: fmt.Errorf("-R: %w", err)}
+				}
+				lns = append(lns, ln)
+				fmt.Fprintf(g.stderr, "spindle: forwarding %s on %s → here → %s\n", ln.Addr(), s.cx.Name(), f.Connect)
+			}
 			var wg sync.WaitGroup
 			for i, ln := range lns {
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
-					if i < len(fwds) {
-						g.serveForward(ctx, s, ln, fwds[i].Remote, &wg)
-					} else {
+					switch {
+					case i < len(fwds):
+						g.serveForward(ctx, s, ln, fwds[i].Connect, &wg)
+					case i < len(fwds)+len(socksAddrs):
 						g.serveSOCKS(ctx, s, ln, &wg)
+					default:
+						g.serveRemoteForward(ctx, s, ln, remote[i-len(fwds)-len(socksAddrs)].Connect, &wg)
 					}
 				}()
 			}
@@ -181,6 +206,7 @@ go on.`,
 		},
 	}
 	c.Flags().StringArrayVarP(&specs, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target (repeatable)")
+	c.Flags().StringArrayVarP(&remoteSpecs, "remote", "R", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT on the target, connect to HOST:HOSTPORT from here (repeatable)")
 	c.Flags().StringArrayVarP(&socks, "dynamic", "D", nil, "[BIND:]PORT: serve a SOCKS5 proxy on PORT here whose connections the target makes (repeatable)")
 	return c
 }
@@ -229,5 +255,21 @@ func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, 
 		stop := stdctx.AfterFunc(ctx, func() { rc.Close() })
 		defer stop()
 		tunnel.Splice(conn, rc)
+	})
+}
+
+// serveRemoteForward accepts on ln (a listener on the target) until it is
+// closed or the target is lost, and connects each connection to addr from
+// here.
+func (g *globals) serveRemoteForward(ctx stdctx.Context, s *session, ln net.Listener, addr string, wg *sync.WaitGroup) {
+	acceptEach(ctx, ln, wg, func(conn net.Conn) {
+		var d net.Dialer
+		lc, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			g.forwardReport("forward %s on %s → %s: %v", ln.Addr(), s.cx.Name(), addr, err)
+			return
+		}
+		defer lc.Close()
+		tunnel.Splice(conn, lc)
 	})
 }

@@ -2,18 +2,21 @@ package main
 
 import (
 	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 )
 
 func TestParseLocalForward(t *testing.T) {
-	for in, want := range map[string]localForward{
+	for in, want := range map[string]portForward{
 		"8080:localhost:80":             {"127.0.0.1:8080", "localhost:80"},
 		"0:10.0.0.7:22":                 {"127.0.0.1:0", "10.0.0.7:22"},
 		"0.0.0.0:5432:db:5432":          {"0.0.0.0:5432", "db:5432"},
@@ -21,14 +24,14 @@ func TestParseLocalForward(t *testing.T) {
 		"[::1]:8080:[fd00::7]:80":       {"[::1]:8080", "[fd00::7]:80"},
 		"8443:intranet.example.com:443": {"127.0.0.1:8443", "intranet.example.com:443"},
 	} {
-		got, err := parseLocalForward(in)
+		got, err := parsePortForward("-L", in)
 		if err != nil || got != want {
-			t.Errorf("parseLocalForward(%q) = %+v, %v; want %+v", in, got, err, want)
+			t.Errorf("parsePortForward(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
 	for _, bad := range []string{"", "8080", "8080:host", "x:host:80", "8080:host:99999", "8080::80", "8080:host:0", "[::1:80:h:1", "a:b:c:d:e"} {
-		if _, err := parseLocalForward(bad); err == nil {
-			t.Errorf("parseLocalForward(%q) accepted", bad)
+		if _, err := parsePortForward("-L", bad); err == nil {
+			t.Errorf("parsePortForward(%q) accepted", bad)
 		}
 	}
 }
@@ -90,6 +93,102 @@ func TestE2EForward(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM: %v (stderr %q)", err, rest)
 	}
+}
+
+// spindle forward -R: a port the target's agent listens on reaches a
+// server on this side; a connection this side cannot make is reported
+// and closed without ending the run.
+func TestE2EForwardRemote(t *testing.T) {
+	ln := upperServer(t)
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedAddr := closed.Addr().String()
+	closed.Close()
+
+	cmd, r := startForward(t, "-R", "0:"+ln.Addr().String(), "-R", "0:"+closedAddr, "local")
+	re := regexp.MustCompile(`^spindle: forwarding (127\.0\.0\.1:\d+) on local → here → (\S+)\n$`)
+	var good, bad string
+	for i := 0; i < 2; i++ {
+		line, err := r.ReadString('\n')
+		m := re.FindStringSubmatch(line)
+		if err != nil || m == nil {
+			t.Fatalf("spindle forward said %q (%v)", line, err)
+		}
+		if m[2] == closedAddr {
+			bad = m[1]
+		} else {
+			good = m[1]
+		}
+	}
+	// The listening socket is the agent's, not this command's.
+	if owner := listenerPID(t, good); owner == cmd.Process.Pid {
+		t.Fatalf("%s is listened on by spindle forward itself, not by its agent", good)
+	}
+	for i := 0; i < 3; i++ {
+		c, err := net.Dial("tcp", good)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.WriteString(c, "reversed")
+		c.(*net.TCPConn).CloseWrite()
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(b) != "REVERSED" {
+			t.Fatalf("through the remote forward: %q, %v", b, err)
+		}
+	}
+	c, err := net.Dial("tcp", bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := io.ReadAll(c); len(b) != 0 {
+		t.Errorf("the forward to a closed port returned %q", b)
+	}
+	c.Close()
+	line, _ := r.ReadString('\n')
+	if !strings.Contains(line, closedAddr) || !strings.Contains(line, "refused") {
+		t.Errorf("the failed connection was reported as %q", line)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	rest, _ := io.ReadAll(r)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v (stderr %q)", err, rest)
+	}
+}
+
+// listenerPID returns the PID of the process listening on addr (a
+// 127.0.0.1 TCP port), found through /proc: the socket's inode in
+// /proc/net/tcp, then the process holding it.
+func listenerPID(t *testing.T, addr string) int {
+	t.Helper()
+	_, portStr, _ := net.SplitHostPort(addr)
+	port, _ := strconv.Atoi(portStr)
+	tab, err := os.ReadFile("/proc/net/tcp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inode := ""
+	want := fmt.Sprintf("0100007F:%04X", port)
+	for _, line := range strings.Split(string(tab), "\n")[1:] {
+		f := strings.Fields(line)
+		if len(f) > 9 && f[1] == want && f[3] == "0A" { // 0A: LISTEN
+			inode = f[9]
+		}
+	}
+	if inode == "" {
+		t.Fatalf("nothing listens on %s", addr)
+	}
+	fds, _ := filepath.Glob("/proc/[0-9]*/fd/*")
+	for _, fd := range fds {
+		if l, err := os.Readlink(fd); err == nil && l == "socket:["+inode+"]" {
+			pid, _ := strconv.Atoi(strings.Split(fd, "/")[2])
+			return pid
+		}
+	}
+	t.Fatalf("no process holds the socket of %s", addr)
+	return 0
 }
 
 // upperServer answers each connection with what it read, upper-cased,

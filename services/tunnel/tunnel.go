@@ -15,8 +15,24 @@
 //	             is passed on. A failed dial is the call's error, with
 //	             nothing written.
 //
-// An agent dials only for its ancestors (the controller), as for every
-// call: nothing on a target can open a tunnel elsewhere.
+//	tunnel.Listen args {net, addr}; a circuit; no result. The agent
+//	             listens on addr (port 0: one it picks), writes a header
+//	             (one length byte, then "ID BOUND-ADDRESS") on the circuit,
+//	             and listens until the controller closes the circuit or
+//	             cancels the call. Its connections wait in the kernel's
+//	             backlog until a tunnel.Accept takes them.
+//	tunnel.Accept args {id}; a circuit; no result. Waits for the next
+//	             connection to listener ID, writes a header (one length
+//	             byte, then the peer's address), then copies both ways
+//	             as tunnel.Dial does. An unknown or closed listener is
+//	             the call's error.
+//
+// Cancelling a tunnel's call (Conn.Close) ends it as closing a TCP socket
+// does: what was sent before is delivered, then the connection closes.
+//
+// An agent dials and listens only for its ancestors (the controller), as
+// for every call: nothing on a target can open a tunnel elsewhere, and a
+// remote listener's connections go only where the controller takes them.
 package tunnel
 
 import (
@@ -45,8 +61,13 @@ type DialArgs struct {
 	Addr string `msgpack:"addr"` // host:port, as the agent resolves it
 }
 
-// Register registers tunnel.Dial on reg.
-func Register(reg *rpc.Registry) { reg.Handle(MethodDial, handleDial) }
+// Register registers tunnel.Dial, tunnel.Listen and tunnel.Accept on reg.
+func Register(reg *rpc.Registry) {
+	reg.Handle(MethodDial, handleDial)
+	ls := &listeners{m: map[string]*agentListener{}}
+	reg.Handle(MethodListen, ls.handleListen)
+	reg.Handle(MethodAccept, ls.handleAccept)
+}
 
 func handleDial(ctx context.Context, call *rpc.Call) (any, error) {
 	var a DialArgs
