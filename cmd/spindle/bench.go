@@ -385,6 +385,10 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         'scp -3'), put_tree_1000x4k and get_tree_1000x4k
         (fs.PutTree/GetTree vs 'scp -r'); 0 and 10 ms
   files_big  put_1g rows with peak RSS growth (only when named)
+  tunnel tunnel_connect (a new forwarded connection and one byte's round
+        trip on it, as 'spindle forward -L' makes it, vs OpenSSH's -L on
+        the warm ControlMaster) and tunnel_100m (100 MiB through one);
+        0 and 10 ms
 
 The ssh group runs against --ssh-target TARGET (resolved like the CLI's
 targets, with -F, -i, -o), or, when running as root with /usr/sbin/sshd,

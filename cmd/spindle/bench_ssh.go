@@ -148,6 +148,7 @@ type sshBench struct {
 	echoP *latency.Proxy
 	echoC net.Conn
 	paths map[int]*sshPath
+	sinkState
 }
 
 // sshPath is one way to the target: direct (0 ms) or through the proxy.
@@ -174,6 +175,8 @@ type sshPath struct {
 
 	via    *spindle.Context // the via group's second hop, through cx
 	jumpCM string           // the via group's ssh -J ControlPath, once up
+
+	forwards map[string]string // the tunnel group's ssh -L: local address by destination
 }
 
 // ssh benchmarks' own flags.
@@ -402,6 +405,9 @@ func (b *sshBench) close() {
 	}
 	if b.echoC != nil {
 		b.echoC.Close()
+	}
+	if b.sink != nil {
+		b.sink.Close()
 	}
 	if b.echoP != nil {
 		b.echoP.Close()

@@ -245,7 +245,9 @@ func acceptEach(ctx stdctx.Context, ln net.Listener, wg *sync.WaitGroup, serve f
 // connection to remote through s's target.
 func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, remote string, wg *sync.WaitGroup) {
 	acceptEach(ctx, ln, wg, func(conn net.Conn) {
-		rc, err := tunnel.Dial(ctx, s.cx, "tcp", remote)
+		// Early: what the client sends first goes with the connect
+		// request instead of a round trip after it.
+		rc, err := tunnel.DialEarly(ctx, s.cx, "tcp", remote)
 		if err != nil {
 			g.forwardReport("forward %s → %s: %v", ln.Addr(), remote, err)
 			return
@@ -255,6 +257,9 @@ func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, 
 		stop := stdctx.AfterFunc(ctx, func() { rc.Close() })
 		defer stop()
 		tunnel.Splice(conn, rc)
+		if err := rc.Connected(); err != nil && ctx.Err() == nil {
+			g.forwardReport("forward %s → %s: %v", ln.Addr(), remote, err)
+		}
 	})
 }
 

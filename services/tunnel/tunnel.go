@@ -41,6 +41,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/spindle-rpc/spindle/rpc"
@@ -177,6 +178,61 @@ type Conn struct {
 	cancel context.CancelFunc
 	local  net.Addr
 	remote net.Addr
+
+	// early: made by DialEarly, whose first Read consumes the agent's
+	// connected byte (or learns why the connect failed).
+	early    bool
+	status   sync.Once
+	dialErr  error
+	dialAddr string
+}
+
+// DialEarly is Dial without the wait: it returns as soon as the call is
+// sent, and what is written travels at once, waiting on the agent's side
+// until the connection is made. A client that speaks first (HTTP, a
+// database login) saves the round trip Dial spends on learning that the
+// connect succeeded, as `spindle forward -L` does for every connection.
+// A failed connect is the error of the first Read (and of Connected);
+// writes before that may succeed and go nowhere, as on a TCP connection
+// that is reset.
+func DialEarly(ctx context.Context, c rpc.Caller, network, addr string) (*Conn, error) {
+	cctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	st, err := c.Stream(cctx, MethodDial, &DialArgs{Net: network, Addr: addr})
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Conn{Stream: st, cancel: cancel, local: tunnelAddr("spindle"), remote: tunnelAddr(addr), early: true, dialAddr: addr}, nil
+}
+
+// Connected waits until the agent has connected (at once for Dial's
+// connections) and returns why it could not.
+func (c *Conn) Connected() error {
+	c.status.Do(func() {
+		if !c.early {
+			return
+		}
+		var b [1]byte
+		_, err := io.ReadFull(c.Stream, b[:])
+		if err == nil && b[0] != connected {
+			err = fmt.Errorf("%s %s: unexpected first byte %d", MethodDial, c.dialAddr, b[0])
+		}
+		if err != nil {
+			if werr := c.Stream.Wait(nil); werr != nil {
+				err = werr // the agent's reason: refused, unreachable, …
+			}
+			c.dialErr = err
+		}
+	})
+	return c.dialErr
+}
+
+// Read reads what the agent's connection sent.
+func (c *Conn) Read(p []byte) (int, error) {
+	if err := c.Connected(); err != nil {
+		return 0, err
+	}
+	return c.Stream.Read(p)
 }
 
 // Dial asks c's agent to connect to addr (network tcp, tcp4 or tcp6) from

@@ -221,3 +221,40 @@ func TestCloseDeliversWhatWasSent(t *testing.T) {
 		t.Fatalf("the far end read %d bytes of %d written before Close", n, size)
 	}
 }
+
+// DialEarly: data written at once arrives once the agent has connected;
+// a failed connect is the first Read's error, with the agent's reason.
+func TestDialEarly(t *testing.T) {
+	addr := echoServer(t)
+	ctx, cx := localtest.Dial(t)
+	c, err := tunnel.DialEarly(ctx, cx, "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(c, "sent before the connect")
+	c.CloseWrite()
+	b, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(b) != "SENT BEFORE THE CONNECT" || c.Connected() != nil {
+		t.Fatalf("early data: %q, %v (connected: %v)", b, err, c.Connected())
+	}
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String()
+	ln.Close()
+	c, err = tunnel.DialEarly(ctx, cx, "tcp", closed)
+	if err != nil {
+		t.Fatalf("DialEarly returns before the connect: %v", err)
+	}
+	defer c.Close()
+	io.WriteString(c, "into the void")
+	if _, err := c.Read(make([]byte, 1)); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("first Read after a refused connect: %v", err)
+	}
+	if err := c.Connected(); err == nil || !strings.Contains(err.Error(), closed) {
+		t.Fatalf("Connected: %v; want the refusal naming %s", err, closed)
+	}
+}
