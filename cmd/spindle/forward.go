@@ -11,11 +11,39 @@ import (
 	"go.uber.org/zap"
 )
 
-// forwardFlag adds -A to a command that runs programs on its target.
-func forwardFlag(c *cobra.Command, on *bool) *cobra.Command {
-	c.Flags().BoolVarP(on, "forward-agent", "A", false,
+// forwardFlags are what run and shell forward while their command runs:
+// the ssh-agent (-A) and TCP ports (-L, -R, -D).
+type forwardFlags struct {
+	agent bool
+	ports portFlags
+}
+
+// forwardFlag adds -A, -L, -R and -D to a command that runs programs on
+// its target.
+func forwardFlag(c *cobra.Command, f *forwardFlags) *cobra.Command {
+	c.Flags().BoolVarP(&f.agent, "forward-agent", "A", false,
 		"forward this machine's ssh-agent ($SSH_AUTH_SOCK, or ssh_config's IdentityAgent) to the target's commands, like ssh -A (ssh_config's ForwardAgent does it for an SSH target); read-only: they may list keys and sign, not add, remove or lock")
+	f.ports.add(c)
 	return c
+}
+
+// startForwards starts what f asks for on s's target (ports parsed
+// beforehand, so that a typo fails before connecting) and returns what
+// ends it all.
+func (g *globals) startForwards(ctx stdctx.Context, s *session, f *forwardFlags, ports portSpecs) (stop func(), err error) {
+	stopAgent, err := g.startForwarding(ctx, s, f.agent)
+	if err != nil {
+		return nil, err
+	}
+	stopPorts, err := g.startPorts(ctx, s, ports, false)
+	if err != nil {
+		stopAgent()
+		return nil, err
+	}
+	return func() {
+		stopPorts()
+		stopAgent()
+	}, nil
 }
 
 // startForwarding forwards the ssh-agent to s's target when -A was given,

@@ -84,8 +84,123 @@ func parseDynamicForward(spec string) (string, error) {
 	return net.JoinHostPort(bind, port), nil
 }
 
+// portFlags are -L, -R and -D, which forward, run and shell share.
+type portFlags struct {
+	local, remote, dynamic []string
+}
+
+// add registers the flags on c.
+func (f *portFlags) add(c *cobra.Command) {
+	c.Flags().StringArrayVarP(&f.local, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target (repeatable)")
+	c.Flags().StringArrayVarP(&f.remote, "remote", "R", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT on the target, connect to HOST:HOSTPORT from here (repeatable)")
+	c.Flags().StringArrayVarP(&f.dynamic, "dynamic", "D", nil, "[BIND:]PORT: serve a SOCKS5 proxy on PORT here whose connections the target makes (repeatable)")
+}
+
+// portSpecs are parsed portFlags.
+type portSpecs struct {
+	local, remote []portForward
+	socks         []string // listen addresses
+}
+
+func (p portSpecs) empty() bool { return len(p.local)+len(p.remote)+len(p.socks) == 0 }
+
+// parse checks every flag's syntax; errors are usage errors of cmd.
+func (f *portFlags) parse(cmd string) (portSpecs, error) {
+	var p portSpecs
+	for _, spec := range f.local {
+		pf, err := parsePortForward("-L", spec)
+		if err != nil {
+			return p, &usageError{cmd: cmd, err: err}
+		}
+		p.local = append(p.local, pf)
+	}
+	for _, spec := range f.remote {
+		pf, err := parsePortForward("-R", spec)
+		if err != nil {
+			return p, &usageError{cmd: cmd, err: err}
+		}
+		p.remote = append(p.remote, pf)
+	}
+	for _, spec := range f.dynamic {
+		a, err := parseDynamicForward(spec)
+		if err != nil {
+			return p, &usageError{cmd: cmd, err: err}
+		}
+		p.socks = append(p.socks, a)
+	}
+	return p, nil
+}
+
+// startPorts opens every listener of p (here for -L and -D, on s's target
+// for -R) and serves them until the returned stop is called, which closes
+// the listeners and ends their connections. announce prints every
+// listening address on stderr; otherwise only those whose port was 0 are
+// printed (the user cannot know them), as ssh prints an allocated -R port.
+// A listener that cannot be opened is an error (status 1), and none is
+// left open.
+func (g *globals) startPorts(ctx stdctx.Context, s *session, p portSpecs, announce bool) (stop func(), err error) {
+	ctx, cancel := stdctx.WithCancel(ctx)
+	var lns []net.Listener
+	var serves []func(net.Listener, *sync.WaitGroup)
+	defer func() {
+		if err != nil {
+			for _, ln := range lns {
+				ln.Close()
+			}
+			cancel()
+		}
+	}()
+	say := func(asked string, format string, args ...any) {
+		if _, port, _ := net.SplitHostPort(asked); announce || port == "0" {
+			fmt.Fprintf(g.stderr, "spindle: "+format+"\n", args...)
+		}
+	}
+	for _, f := range p.local {
+		ln, err := net.Listen("tcp", f.Listen)
+		if err != nil {
+			return nil, &exitError{code: 1, err: fmt.Errorf("-L: %w", err)}
+		}
+		lns = append(lns, ln)
+		say(f.Listen, "forwarding %s → %s → %s", ln.Addr(), s.cx.Name(), f.Connect)
+		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveForward(ctx, s, ln, f.Connect, wg) })
+	}
+	for _, a := range p.socks {
+		ln, err := net.Listen("tcp", a)
+		if err != nil {
+			return nil, &exitError{code: 1, err: fmt.Errorf("-D: %w", err)}
+		}
+		lns = append(lns, ln)
+		say(a, "SOCKS5 proxy on %s → %s", ln.Addr(), s.cx.Name())
+		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveSOCKS(ctx, s, ln, wg) })
+	}
+	for _, f := range p.remote {
+		ln, err := tunnel.Listen(ctx, s.cx, "tcp", f.Listen)
+		if err != nil {
+			return nil, &exitError{code: 1, err: fmt.Errorf("-R: %w", err)}
+		}
+		lns = append(lns, ln)
+		say(f.Listen, "forwarding %s on %s → here → %s", ln.Addr(), s.cx.Name(), f.Connect)
+		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveRemoteForward(ctx, s, ln, f.Connect, wg) })
+	}
+	var wg sync.WaitGroup
+	for i, ln := range lns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			serves[i](ln, &wg)
+		}()
+	}
+	return func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+		cancel()
+		wg.Wait()
+	}, nil
+}
+
 func newForwardCmd(g *globals) *cobra.Command {
-	var specs, remoteSpecs, socks []string
+	var ports portFlags
 	c := &cobra.Command{
 		Use:               "forward [-L [BIND:]PORT:HOST:HOSTPORT]... [-R [BIND:]PORT:HOST:HOSTPORT]... [-D [BIND:]PORT]... TARGET",
 		ValidArgsFunction: g.completeTarget,
@@ -105,39 +220,21 @@ connected to HOST:HOSTPORT from this machine: a target with no way out
 reaches a package mirror or a web server on your side.
 PORT 0 picks a free port; the addresses are printed on standard error.
 It runs until interrupted (exit 0) or until the target is lost (exit 255).
-A connection the target cannot make is reported and closed; the others
-go on.`,
+A connection that cannot be made is reported and closed; the others
+go on. 'spindle run' and 'spindle shell' take the same flags, for as long
+as their command runs.`,
 		Example: `  spindle forward -L 5432:localhost:5432 -J bastion web1,docker:db
   spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion
   spindle forward -D 1080 bastion,web1
   spindle forward -R 3128:localhost:3128 -J bastion web1`,
 		Args: targetArgs(false),
 		RunE: func(c *cobra.Command, args []string) error {
-			if len(specs) == 0 && len(remoteSpecs) == 0 && len(socks) == 0 {
+			p, err := ports.parse(c.CommandPath())
+			if err != nil {
+				return err
+			}
+			if p.empty() {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L or -R [BIND:]PORT:HOST:HOSTPORT, or -D [BIND:]PORT")}
-			}
-			var socksAddrs []string
-			for _, spec := range socks {
-				a, err := parseDynamicForward(spec)
-				if err != nil {
-					return &usageError{cmd: c.CommandPath(), err: err}
-				}
-				socksAddrs = append(socksAddrs, a)
-			}
-			var fwds, remote []portForward
-			for _, spec := range specs {
-				f, err := parsePortForward("-L", spec)
-				if err != nil {
-					return &usageError{cmd: c.CommandPath(), err: err}
-				}
-				fwds = append(fwds, f)
-			}
-			for _, spec := range remoteSpecs {
-				f, err := parsePortForward("-R", spec)
-				if err != nil {
-					return &usageError{cmd: c.CommandPath(), err: err}
-				}
-				remote = append(remote, f)
 			}
 			ctx, _, stop := signalContext(c.Context())
 			defer stop()
@@ -146,68 +243,22 @@ go on.`,
 				return err
 			}
 			defer s.Close()
-			var lns []net.Listener
-			defer func() {
-				for _, ln := range lns {
-					ln.Close()
-				}
-			}()
-			for _, f := range fwds {
-				ln, err := net.Listen("tcp", f.Listen)
-				if err != nil {
-					return &exitError{code: 1, err: fmt.Errorf("-L: %w", err)}
-				}
-				lns = append(lns, ln)
-				fmt.Fprintf(g.stderr, "spindle: forwarding %s → %s → %s\n", ln.Addr(), s.cx.Name(), f.Connect)
-			}
-			for _, a := range socksAddrs {
-				ln, err := net.Listen("tcp", a)
-				if err != nil {
-					return &exitError{code: 1, err: fmt.Errorf("-D: %w", err)}
-				}
-				lns = append(lns, ln)
-				fmt.Fprintf(g.stderr, "spindle: SOCKS5 proxy on %s → %s\n", ln.Addr(), s.cx.Name())
-			}
-			for _, f := range remote {
-				ln, err := tunnel.Listen(ctx, s.cx, "tcp", f.Listen)
-				if err != nil {
-					return &exitError{code: 1, err: fmt.Errorf("-R: %w", err)}
-				}
-				lns = append(lns, ln)
-				fmt.Fprintf(g.stderr, "spindle: forwarding %s on %s → here → %s\n", ln.Addr(), s.cx.Name(), f.Connect)
-			}
-			var wg sync.WaitGroup
-			for i, ln := range lns {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					switch {
-					case i < len(fwds):
-						g.serveForward(ctx, s, ln, fwds[i].Connect, &wg)
-					case i < len(fwds)+len(socksAddrs):
-						g.serveSOCKS(ctx, s, ln, &wg)
-					default:
-						g.serveRemoteForward(ctx, s, ln, remote[i-len(fwds)-len(socksAddrs)].Connect, &wg)
-					}
-				}()
+			stopPorts, err := g.startPorts(ctx, s, p, true)
+			if err != nil {
+				return err
 			}
 			select {
 			case <-ctx.Done(): // interrupted: a normal end
 			case <-s.cx.Done():
 			}
-			for _, ln := range lns {
-				ln.Close()
-			}
-			wg.Wait()
+			stopPorts()
 			if ctx.Err() == nil {
 				return &connectError{err: s.cx.Err()}
 			}
 			return nil
 		},
 	}
-	c.Flags().StringArrayVarP(&specs, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target (repeatable)")
-	c.Flags().StringArrayVarP(&remoteSpecs, "remote", "R", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT on the target, connect to HOST:HOSTPORT from here (repeatable)")
-	c.Flags().StringArrayVarP(&socks, "dynamic", "D", nil, "[BIND:]PORT: serve a SOCKS5 proxy on PORT here whose connections the target makes (repeatable)")
+	ports.add(c)
 	return c
 }
 

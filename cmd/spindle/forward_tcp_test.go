@@ -231,3 +231,42 @@ func startForward(t *testing.T, args ...string) (*osexec.Cmd, *bufio.Reader) {
 	t.Cleanup(func() { cmd.Process.Kill() })
 	return cmd, bufio.NewReader(stderr)
 }
+
+// spindle run -R: the command on the target reaches a server on this side
+// through the port its agent listens on, for as long as it runs; a bad
+// spec is a usage error before any connection.
+func TestE2ERunWithRemoteForward(t *testing.T) {
+	greeter, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer greeter.Close()
+	go func() {
+		for {
+			c, err := greeter.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "hello from the controller's side\n")
+			c.Close()
+		}
+	}()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(free.Addr().String())
+	free.Close()
+
+	stdout, stderr, code := spindleCmd(t, "", "run", "-R", port+":"+greeter.Addr().String(), "local", "--",
+		"bash", "-c", "exec 3<>/dev/tcp/127.0.0.1/"+port+" && cat <&3")
+	if code != 0 || stdout != "hello from the controller's side\n" {
+		t.Fatalf("run -R: status %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+	if stderr != "" {
+		t.Errorf("run -R with a fixed port printed %q; only an allocated port is worth a line", stderr)
+	}
+	if _, stderr, code := spindleCmd(t, "", "run", "-L", "8080:nohostport", "local", "--", "true"); code != 2 || !strings.Contains(stderr, "-L 8080:nohostport") {
+		t.Errorf("a bad -L: status %d, stderr %q; want a usage error naming it", code, stderr)
+	}
+}

@@ -20,7 +20,7 @@ import (
 var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 
 func newRunCmd(g *globals) *cobra.Command {
-	var forward bool
+	var forward forwardFlags
 	return forwardFlag(&cobra.Command{
 		Use:               "run TARGET -- CMD [ARGS...]",
 		ValidArgsFunction: g.completeTarget,
@@ -29,13 +29,15 @@ func newRunCmd(g *globals) *cobra.Command {
 half-closes the remote stdin), standard output and error are passed through
 as they are produced, and the exit status is the command's (128+N when a
 signal N killed it). Ctrl-C or SIGTERM kills the remote process group.
-Connection failures exit with 255, like ssh.`,
+Connection failures exit with 255, like ssh. -L, -R and -D forward ports
+as 'spindle forward' does, for as long as the command runs.`,
 		Example: `  spindle run local -- uname -a
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
   spindle run -J bastion web1,sudo:postgres -- psql -c 'select 1'
   spindle run bastion,web1,docker:app1 -- ps aux
-  spindle run -A web1 -- git -C /srv/app pull`,
+  spindle run -A web1 -- git -C /srv/app pull
+  spindle run -R 3128:localhost:3128 web1 -- env https_proxy=http://127.0.0.1:3128 apt-get update`,
 		Args: func(c *cobra.Command, args []string) error {
 			if err := targetArgs(true)(c, args); err != nil {
 				return err
@@ -46,6 +48,10 @@ Connection failures exit with 255, like ssh.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			ports, err := forward.ports.parse(c.CommandPath())
+			if err != nil {
+				return err
+			}
 			ctx, sig, stop := signalContext(c.Context())
 			defer stop()
 			s, err := g.connect(ctx, args[0])
@@ -53,7 +59,7 @@ Connection failures exit with 255, like ssh.`,
 				return err
 			}
 			defer s.Close()
-			stopFwd, err := g.startForwarding(ctx, s, forward)
+			stopFwd, err := g.startForwards(ctx, s, &forward, ports)
 			if err != nil {
 				return err
 			}
@@ -117,14 +123,16 @@ func resultExitCode(res *exec.Result) int {
 }
 
 func newShellCmd(g *globals) *cobra.Command {
-	var forward bool
+	var forward forwardFlags
 	return forwardFlag(&cobra.Command{
 		Use:               "shell TARGET [-- CMD [ARGS...]]",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Open an interactive shell (or run CMD) on a terminal on the target",
 		Long: `Open the target user's login shell ($SHELL -l, else /bin/sh) on a
 pseudo-terminal. The local terminal is put in raw mode and restored on exit;
-window size changes are forwarded. The exit status is the shell's.`,
+window size changes are forwarded. The exit status is the shell's.
+-L, -R and -D forward ports as 'spindle forward' does, for as long as the
+shell runs.`,
 		Example: `  spindle shell web1
   spindle shell ssh:bastion,ssh:web1,setns:app1,sudo:postgres
   spindle shell local -- top`,
@@ -136,6 +144,10 @@ window size changes are forwarded. The exit status is the shell's.`,
 			}
 			// SIGINT stays with the terminal in raw mode (it is ^C, a byte
 			// sent to the remote terminal); SIGTERM and SIGHUP end the call.
+			ports, err := forward.ports.parse(c.CommandPath())
+			if err != nil {
+				return err
+			}
 			ctx, sig, stop := signalContext(c.Context())
 			defer stop()
 			s, err := g.connect(ctx, args[0])
@@ -143,7 +155,7 @@ window size changes are forwarded. The exit status is the shell's.`,
 				return err
 			}
 			defer s.Close()
-			stopFwd, err := g.startForwarding(ctx, s, forward)
+			stopFwd, err := g.startForwards(ctx, s, &forward, ports)
 			if err != nil {
 				return err
 			}
