@@ -756,3 +756,64 @@ func TestSSHSendEnv(t *testing.T) {
 		t.Errorf("the remote environment: %q, want %q", out, want)
 	}
 }
+
+// AddKeysToAgent: a key whose passphrase was asked for once goes to the
+// user's real ssh-agent after it has signed, so the next connection asks
+// nothing; without the option the agent is left alone.
+func TestSSHAddKeysToAgent(t *testing.T) {
+	t.Parallel()
+	for _, tool := range []string{"ssh-agent", "ssh-add", "ssh-keygen"} {
+		if _, err := osexec.LookPath(tool); err != nil {
+			sshtest.CannotRun(t, "no "+tool+" (apt-get install openssh-client)")
+		}
+	}
+	tg := newTarget(t, "/bin/sh")
+	if out, err := osexec.Command("ssh-keygen", "-q", "-p", "-N", "sesame", "-f", tg.key.Path).CombinedOutput(); err != nil {
+		t.Fatalf("encrypting the key: %v %s", err, out)
+	}
+	sock := filepath.Join(sshtest.TempDir(t, "addkeys-"), "agent.sock")
+	out, err := osexec.Command("ssh-agent", "-s", "-a", sock).Output()
+	if err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	m := regexp.MustCompile(`SSH_AGENT_PID=(\d+)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("ssh-agent printed no pid: %q", out)
+	}
+	t.Cleanup(func() { osexec.Command("kill", m[1]).Run() })
+	listed := func() string {
+		l := osexec.Command("ssh-add", "-l")
+		l.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)
+		b, _ := l.Output()
+		return string(b)
+	}
+	asked := 0
+	connectWith := func(addKeys string) error {
+		o := tg.opts()
+		o.IdentityAgent = sock
+		o.AddKeysToAgent = addKeys
+		o.PasswordPrompt = func(string) (string, error) { asked++; return "sesame", nil }
+		ctl, cx, err := connect(t, nil, o)
+		if err == nil {
+			_, err = sys.Info(stdctx.Background(), cx)
+			ctl.Close()
+		}
+		return err
+	}
+
+	if err := connectWith("no"); err != nil || asked != 1 {
+		t.Fatalf("AddKeysToAgent no: %v, asked %d times", err, asked)
+	}
+	if got := listed(); strings.Contains(got, tg.key.Path) {
+		t.Fatalf("AddKeysToAgent no added the key: %q", got)
+	}
+	if err := connectWith("yes"); err != nil || asked != 2 {
+		t.Fatalf("AddKeysToAgent yes: %v, asked %d times", err, asked)
+	}
+	if got := listed(); !strings.Contains(got, tg.key.Path) || !strings.Contains(got, "ED25519") {
+		t.Fatalf("after AddKeysToAgent yes the agent lists %q; want the key, named by its file", got)
+	}
+	if err := connectWith("yes"); err != nil || asked != 2 {
+		t.Fatalf("the next connection: %v, asked %d times; want the key from the agent, no question", err, asked)
+	}
+}

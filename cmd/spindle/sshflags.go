@@ -45,7 +45,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 
 // sshOptionNames are the -o keys the CLI understands.
 var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "CertificateFile", "ForwardAgent",
-	"User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
+	"AddKeysToAgent", "User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
 	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv"}
 
 // parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
@@ -152,6 +152,10 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 		case "forwardagent":
 			if so.ForwardAgent == "" {
 				so.ForwardAgent = val
+			}
+		case "addkeystoagent":
+			if so.AddKeysToAgent == "" {
+				so.AddKeysToAgent = val
 			}
 		case "proxycommand", "proxyjump":
 			// As in ssh, the first of the two given wins.

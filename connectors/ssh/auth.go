@@ -127,8 +127,11 @@ type identity struct {
 // keyboard-interactive and password when a password or a prompt exists.
 // explicit identity files (Options.IdentityFiles) that do not exist are
 // warned about; config/default ones are skipped quietly.
+//
+// adder, when not nil, hands keys loaded from files to the agent once they
+// have signed (AddKeysToAgent).
 func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string, identitiesOnly bool,
-	password string, pr *prompter, userHost string, log *zap.Logger) (*authSet, error) {
+	password string, pr *prompter, adder *keyAdder, userHost string, log *zap.Logger) (*authSet, error) {
 	as := &authSet{}
 	seen := map[string]bool{}
 	add := func(s gossh.Signer) bool {
@@ -177,7 +180,7 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 			continue
 		}
 		done[path] = true
-		s, err := loadIdentity(path, agentFor, pr, log)
+		s, err := loadIdentity(path, agentFor, pr, adder, log)
 		if err != nil {
 			if isExplicit[path] {
 				log.Warn("identity file skipped", zap.String("file", path), zap.Error(err))
@@ -280,7 +283,7 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 // itself when unencrypted, a signer that asks for the passphrase the first
 // time the server accepts the key when it is encrypted and a prompt exists,
 // or nil (skipped) when it is encrypted and nothing can unlock it.
-func loadIdentity(path string, agentFor func(gossh.PublicKey) gossh.Signer, pr *prompter, log *zap.Logger) (gossh.Signer, error) {
+func loadIdentity(path string, agentFor func(gossh.PublicKey) gossh.Signer, pr *prompter, adder *keyAdder, log *zap.Logger) (gossh.Signer, error) {
 	pem, err := os.ReadFile(path)
 	if err != nil {
 		// No private key, but a .pub whose key the agent holds works too.
@@ -291,9 +294,13 @@ func loadIdentity(path string, agentFor func(gossh.PublicKey) gossh.Signer, pr *
 		}
 		return nil, err
 	}
-	s, err := gossh.ParsePrivateKey(pem)
+	raw, err := gossh.ParseRawPrivateKey(pem)
 	if err == nil {
-		return s, nil
+		s, err := gossh.NewSignerFromKey(raw)
+		if err != nil {
+			return nil, fmt.Errorf("cannot use private key: %w", err)
+		}
+		return adder.wrap(path, raw, s), nil
 	}
 	var missing *gossh.PassphraseMissingError
 	if !errors.As(err, &missing) {
@@ -313,9 +320,9 @@ func loadIdentity(path string, agentFor func(gossh.PublicKey) gossh.Signer, pr *
 	}
 	if pub == nil {
 		// Unknown public key: decrypt now, there is no way to offer it lazily.
-		return decrypt(path, pem, pr)
+		return decrypt(path, pem, pr, adder)
 	}
-	return &lazySigner{path: path, pem: pem, pub: pub, pr: pr}, nil
+	return &lazySigner{path: path, pem: pem, pub: pub, pr: pr, adder: adder}, nil
 }
 
 func loadPub(path string) gossh.PublicKey {
@@ -344,15 +351,19 @@ var passphraseTries = 3
 
 // decrypt asks for the passphrase of an encrypted key, up to
 // passphraseTries times. The passphrase never appears in an error.
-func decrypt(path string, pem []byte, pr *prompter) (gossh.Signer, error) {
+func decrypt(path string, pem []byte, pr *prompter, adder *keyAdder) (gossh.Signer, error) {
 	for try := 0; try < passphraseTries; try++ {
 		pass, err := pr.ask(fmt.Sprintf("Enter passphrase for key '%s': ", path))
 		if err != nil {
 			return nil, fmt.Errorf("passphrase for %s: %w", path, err)
 		}
-		s, err := gossh.ParsePrivateKeyWithPassphrase(pem, []byte(pass))
+		raw, err := gossh.ParseRawPrivateKeyWithPassphrase(pem, []byte(pass))
 		if err == nil {
-			return s, nil
+			s, err := gossh.NewSignerFromKey(raw)
+			if err != nil {
+				return nil, fmt.Errorf("cannot use %s: %v", path, err)
+			}
+			return adder.wrap(path, raw, s), nil
 		}
 		if !errors.Is(err, x509.IncorrectPasswordError) {
 			return nil, fmt.Errorf("cannot decrypt %s: %v", path, err)
@@ -365,10 +376,11 @@ func decrypt(path string, pem []byte, pr *prompter) (gossh.Signer, error) {
 // offered to the server as is and decrypted (asking the passphrase) only
 // when the server accepts it, like ssh does.
 type lazySigner struct {
-	path string
-	pem  []byte
-	pub  gossh.PublicKey
-	pr   *prompter
+	path  string
+	pem   []byte
+	pub   gossh.PublicKey
+	pr    *prompter
+	adder *keyAdder
 
 	mu   sync.Mutex
 	real gossh.Signer
@@ -381,7 +393,7 @@ func (l *lazySigner) signer() (gossh.Signer, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.real == nil && l.err == nil {
-		l.real, l.err = decrypt(l.path, l.pem, l.pr)
+		l.real, l.err = decrypt(l.path, l.pem, l.pr, l.adder)
 		l.pem = nil
 	}
 	return l.real, l.err

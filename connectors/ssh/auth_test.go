@@ -79,7 +79,7 @@ func TestAuthIdentitiesOnly(t *testing.T) {
 
 	// IdentitiesOnly: the files' keys only; the encrypted one is signed by
 	// the agent (matched by public key), so no prompt is needed.
-	as, err := buildAuth(ring, []string{plain}, []string{enc, missing, plain}, nil, true, "", &prompter{}, "u@h", zap.NewNop())
+	as, err := buildAuth(ring, []string{plain}, []string{enc, missing, plain}, nil, true, "", &prompter{}, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,14 +93,14 @@ func TestAuthIdentitiesOnly(t *testing.T) {
 	}
 
 	// Without IdentitiesOnly: the files' keys first, then the agent's others.
-	as, err = buildAuth(ring, nil, []string{enc, plain}, nil, false, "", &prompter{}, "u@h", zap.NewNop())
+	as, err = buildAuth(ring, nil, []string{enc, plain}, nil, false, "", &prompter{}, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
 	samePubs(t, as.signers, encPub, plainPub, otherPub)
 
 	// A .pub whose private key is gone still works through the agent.
-	as, err = buildAuth(ring, []string{filepath.Join(dir, "id_gone")}, nil, nil, true, "", &prompter{}, "u@h", zap.NewNop())
+	as, err = buildAuth(ring, []string{filepath.Join(dir, "id_gone")}, nil, nil, true, "", &prompter{}, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +114,7 @@ func TestAuthEncryptedKey(t *testing.T) {
 	enc, _, encPub := keyFiles(t, dir, "id_enc", "secret")
 
 	// No agent, no prompt: skipped.
-	as, err := buildAuth(nil, nil, []string{enc}, nil, false, "", &prompter{}, "u@h", zap.NewNop())
+	as, err := buildAuth(nil, nil, []string{enc}, nil, false, "", &prompter{}, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestAuthEncryptedKey(t *testing.T) {
 		answers = answers[1:]
 		return a, nil
 	}}
-	as, err = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, "u@h", zap.NewNop())
+	as, err = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestAuthEncryptedKey(t *testing.T) {
 	defer func(n int) { passphraseTries = n }(passphraseTries)
 	passphraseTries = 1
 	pr = &prompter{fn: func(string) (string, error) { return "hunter2", nil }}
-	as, err = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, "u@h", zap.NewNop())
+	as, err = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,18 +172,18 @@ func TestAuthEncryptedKey(t *testing.T) {
 
 	// A failing prompt is an error.
 	pr = &prompter{fn: func(string) (string, error) { return "", errors.New("no terminal") }}
-	as, _ = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, "u@h", zap.NewNop())
+	as, _ = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, nil, "u@h", zap.NewNop())
 	if _, err := as.signers[0].Sign(rand.Reader, []byte("x")); err == nil || !strings.Contains(err.Error(), "no terminal") {
 		t.Fatalf("prompt error: %v", err)
 	}
 }
 
 func TestAuthPasswordMethods(t *testing.T) {
-	as, err := buildAuth(nil, nil, nil, nil, false, "", &prompter{}, "u@h", zap.NewNop())
+	as, err := buildAuth(nil, nil, nil, nil, false, "", &prompter{}, nil, "u@h", zap.NewNop())
 	if err != nil || len(as.methods) != 0 {
 		t.Fatalf("nothing to offer: %d methods, %v", len(as.methods), err)
 	}
-	as, err = buildAuth(nil, nil, nil, nil, false, "pw", &prompter{}, "u@h", zap.NewNop())
+	as, err = buildAuth(nil, nil, nil, nil, false, "pw", &prompter{}, nil, "u@h", zap.NewNop())
 	if err != nil || len(as.methods) != 2 {
 		t.Fatalf("password: %d methods, %v", len(as.methods), err)
 	}

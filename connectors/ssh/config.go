@@ -38,6 +38,7 @@ type hostConfig struct {
 	CertificateFiles      []string
 	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
 	ForwardAgent          string // "", "no", "yes", or an agent socket as in IdentityAgent
+	AddKeysToAgent        string // as written or as ssh -G prints it (parseAddKeys)
 	ProxyJump             string // "" or "none": direct
 	ProxyCommand          string // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
@@ -315,6 +316,11 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		if isYesNo(hc.ForwardAgent) && !yes(hc.ForwardAgent) {
 			hc.ForwardAgent = "" // no: ssh's default, as ssh -G prints it
 		}
+	case "addkeystoagent":
+		hc.AddKeysToAgent = val
+		if v := strings.ToLower(val); v == "no" || v == "false" {
+			hc.AddKeysToAgent = "" // ssh's default, as ssh -G prints it
+		}
 	case "identityagent":
 		hc.IdentityAgent = expandSocket(unquote(val), tk)
 	case "proxyjump":
@@ -582,7 +588,7 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	single := []string{"HostName", "User", "Port", "IdentitiesOnly", "ProxyJump", "ProxyCommand",
 		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
 		"ServerAliveInterval", "ServerAliveCountMax", "BatchMode", "PubkeyAuthentication",
-		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications"}
+		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent"}
 	vals := map[string]string{}
 	for _, k := range single {
 		v, err := get(k)

@@ -91,7 +91,8 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		hk.confirm = func(q string) (string, error) { return pr.askWith(o.HostKeyPrompt, q) }
 	}
 	ag, agConn := dialAgent(s.agentSocket, log)
-	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr, s.user+"@"+s.display, log)
+	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr,
+		s.keyAdder(ag, o, pr, log), s.user+"@"+s.display, log)
 	if agConn != nil {
 		auth.agent = agConn
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
 )
 
 // Defaults, like ssh's where it has one.
@@ -86,6 +87,7 @@ type settings struct {
 	methods        []string // the auth methods to try, in order
 	agentSocket    string   // the ssh-agent's socket; "" for none
 	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
+	addKeys        addKeys
 	proxyJump      string
 	proxyCommand   string // expanded; "" when proxyJump is set or none applies
 	proxySource    string // where proxyCommand came from, for messages
@@ -220,6 +222,15 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		identityAgent = expandSocket(o.IdentityAgent, nil)
 	}
 	s.agentSocket = agentSocket(identityAgent)
+	addKeys, where := hc.AddKeysToAgent, "ssh config ("+hc.Source+")"
+	if o.AddKeysToAgent != "" {
+		addKeys, where = o.AddKeysToAgent, "Options.AddKeysToAgent"
+	}
+	if addKeys != "" {
+		if s.addKeys, err = parseAddKeys(addKeys); err != nil {
+			return nil, fmt.Errorf("%s: %w", where, err)
+		}
+	}
 	// ForwardAgent yes forwards the agent ssh itself uses (IdentityAgent's);
 	// a socket names another.
 	forward := hc.ForwardAgent
@@ -266,6 +277,17 @@ func (s *settings) prompter(fn func(string) (string, error)) *prompter {
 	return &prompter{fn: fn}
 }
 
+// keyAdder is what hands keys loaded from files to ag (AddKeysToAgent);
+// nil when nothing is to be added. Its "ask" question goes through
+// HostKeyPrompt, the CLI's echoed question, unless BatchMode forbids it.
+func (s *settings) keyAdder(ag agent.ExtendedAgent, o Options, pr *prompter, log *zap.Logger) *keyAdder {
+	var ask func(string) (string, error)
+	if o.HostKeyPrompt != nil && !s.batchMode {
+		ask = func(q string) (string, error) { return pr.askWith(o.HostKeyPrompt, q) }
+	}
+	return newKeyAdder(ag, s.addKeys, ask, log)
+}
+
 // firstDuration returns the first non-zero value; a negative one means off.
 func firstDuration(ds ...time.Duration) time.Duration {
 	for _, d := range ds {
@@ -299,7 +321,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 	}
 	ag, agConn := dialAgent(s.agentSocket, log)
 	auth, err := buildAuth(ag, o.IdentityFiles, s.identityFiles, s.certFiles, s.identitiesOnly, o.Password, pr,
-		s.user+"@"+s.display, log)
+		s.keyAdder(ag, o, pr, log), s.user+"@"+s.display, log)
 	if agConn != nil {
 		auth.agent = agConn
 	}

@@ -61,6 +61,13 @@ type Options struct {
 	// socket to use instead of $SSH_AUTH_SOCK ("none": no agent; "$VAR":
 	// the socket named by that variable).
 	IdentityAgent string
+	// AddKeysToAgent overrides ssh_config's AddKeysToAgent: yes, no, ask
+	// or confirm, optionally followed by a lifetime (1h), or a lifetime
+	// alone. A key loaded from an identity file is then handed to the
+	// ssh-agent once it has signed for a login, so that the next
+	// connection does not ask for its passphrase again. ask asks through
+	// HostKeyPrompt first.
+	AddKeysToAgent string
 	// ForwardAgent overrides ssh_config's ForwardAgent for AgentToForward:
 	// "yes", "no", or the socket of the agent to forward (as in
 	// IdentityAgent). The connector itself forwards nothing: the caller
