@@ -245,23 +245,8 @@ func TestCLICpBetweenTargets(t *testing.T) {
 func TestCLIForwardAgent(t *testing.T) {
 	t.Parallel()
 	tg := newTarget(t, "/bin/sh")
-	for _, tool := range []string{"ssh-agent", "ssh-add"} {
-		if _, err := osexec.LookPath(tool); err != nil {
-			sshtest.CannotRun(t, "no "+tool+" (apt-get install openssh-client)")
-		}
-	}
+	sock := startSSHAgent(t)
 	bin := buildCLI(t)
-	sock := filepath.Join(sshtest.TempDir(t, "fwd-"), "agent.sock")
-	// ssh-agent -a returns once its socket listens; it prints its pid.
-	out, err := osexec.Command("ssh-agent", "-s", "-a", sock).Output()
-	if err != nil {
-		t.Fatalf("ssh-agent: %v", err)
-	}
-	m := regexp.MustCompile(`SSH_AGENT_PID=(\d+)`).FindStringSubmatch(string(out))
-	if m == nil {
-		t.Fatalf("ssh-agent printed no pid: %q", out)
-	}
-	t.Cleanup(func() { osexec.Command("kill", m[1]).Run() })
 	env := []string{"SSH_AUTH_SOCK=" + sock}
 	add := osexec.Command("ssh-add", tg.key.Path)
 	add.Env = append(os.Environ(), env...)

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -263,4 +265,28 @@ func lower(err error) string {
 		return ""
 	}
 	return strings.ToLower(err.Error())
+}
+
+// startSSHAgent starts a real ssh-agent on a socket of its own, killed
+// when t ends, and returns the socket. It says loudly when the OpenSSH
+// client tools are missing.
+func startSSHAgent(t *testing.T) string {
+	t.Helper()
+	for _, tool := range []string{"ssh-agent", "ssh-add", "ssh-keygen"} {
+		if _, err := osexec.LookPath(tool); err != nil {
+			sshtest.CannotRun(t, "no "+tool+" (apt-get install openssh-client)")
+		}
+	}
+	sock := filepath.Join(sshtest.TempDir(t, "agent-"), "agent.sock")
+	// ssh-agent -a returns once its socket listens; it prints its pid.
+	out, err := osexec.Command("ssh-agent", "-s", "-a", sock).Output()
+	if err != nil {
+		t.Fatalf("ssh-agent: %v", err)
+	}
+	m := regexp.MustCompile(`SSH_AGENT_PID=(\d+)`).FindStringSubmatch(string(out))
+	if m == nil {
+		t.Fatalf("ssh-agent printed no pid: %q", out)
+	}
+	t.Cleanup(func() { osexec.Command("kill", m[1]).Run() })
+	return sock
 }

@@ -762,25 +762,11 @@ func TestSSHSendEnv(t *testing.T) {
 // nothing; without the option the agent is left alone.
 func TestSSHAddKeysToAgent(t *testing.T) {
 	t.Parallel()
-	for _, tool := range []string{"ssh-agent", "ssh-add", "ssh-keygen"} {
-		if _, err := osexec.LookPath(tool); err != nil {
-			sshtest.CannotRun(t, "no "+tool+" (apt-get install openssh-client)")
-		}
-	}
+	sock := startSSHAgent(t)
 	tg := newTarget(t, "/bin/sh")
 	if out, err := osexec.Command("ssh-keygen", "-q", "-p", "-N", "sesame", "-f", tg.key.Path).CombinedOutput(); err != nil {
 		t.Fatalf("encrypting the key: %v %s", err, out)
 	}
-	sock := filepath.Join(sshtest.TempDir(t, "addkeys-"), "agent.sock")
-	out, err := osexec.Command("ssh-agent", "-s", "-a", sock).Output()
-	if err != nil {
-		t.Fatalf("ssh-agent: %v", err)
-	}
-	m := regexp.MustCompile(`SSH_AGENT_PID=(\d+)`).FindStringSubmatch(string(out))
-	if m == nil {
-		t.Fatalf("ssh-agent printed no pid: %q", out)
-	}
-	t.Cleanup(func() { osexec.Command("kill", m[1]).Run() })
 	listed := func() string {
 		l := osexec.Command("ssh-add", "-l")
 		l.Env = append(os.Environ(), "SSH_AUTH_SOCK="+sock)

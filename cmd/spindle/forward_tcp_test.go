@@ -40,6 +40,27 @@ func TestParseLocalForward(t *testing.T) {
 // target reaches; an unreachable one is reported without ending the run;
 // SIGTERM ends it with status 0.
 func TestE2EForward(t *testing.T) {
+	checkForward(t, "-L", `^spindle: forwarding (127\.0\.0\.1:\d+) → local → (\S+)\n$`, nil)
+}
+
+// spindle forward -R: a port the target's agent listens on reaches a
+// server on this side, and the listening socket is the agent's.
+func TestE2EForwardRemote(t *testing.T) {
+	checkForward(t, "-R", `^spindle: forwarding (127\.0\.0\.1:\d+) on local → here → (\S+)\n$`, func(cmd *osexec.Cmd, good string) {
+		if owner := listenerPID(t, good); owner == cmd.Process.Pid {
+			t.Fatalf("%s is listened on by spindle forward itself, not by its agent", good)
+		}
+	})
+}
+
+// checkForward runs spindle forward FLAG 0:SERVER FLAG 0:CLOSED local and
+// checks it as a user would: each listening address is announced (lineRE
+// captures it and the destination); connections to the first reach an
+// upper-casing server; the one to a closed port is closed at once and
+// reported, and the run goes on; SIGTERM ends it with status 0. check, if
+// set, looks at the command and the good address first.
+func checkForward(t *testing.T, flag, lineRE string, check func(cmd *osexec.Cmd, good string)) {
+	t.Helper()
 	ln := upperServer(t)
 	closed, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -48,8 +69,8 @@ func TestE2EForward(t *testing.T) {
 	closedAddr := closed.Addr().String()
 	closed.Close()
 
-	cmd, r := startForward(t, "-L", "0:"+ln.Addr().String(), "-L", "0:"+closedAddr, "local")
-	re := regexp.MustCompile(`^spindle: forwarding (127\.0\.0\.1:\d+) → local → (\S+)\n$`)
+	cmd, r := startForward(t, flag, "0:"+ln.Addr().String(), flag, "0:"+closedAddr, "local")
+	re := regexp.MustCompile(lineRE)
 	var good, bad string
 	for i := 0; i < 2; i++ {
 		line, err := r.ReadString('\n')
@@ -62,6 +83,9 @@ func TestE2EForward(t *testing.T) {
 		} else {
 			good = m[1]
 		}
+	}
+	if check != nil {
+		check(cmd, good)
 	}
 	for i := 0; i < 3; i++ {
 		c, err := net.Dial("tcp", good)
@@ -74,69 +98,6 @@ func TestE2EForward(t *testing.T) {
 		c.Close()
 		if err != nil || string(b) != "FORWARDED" {
 			t.Fatalf("through the forward: %q, %v", b, err)
-		}
-	}
-	c, err := net.Dial("tcp", bad)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := io.ReadAll(c); len(b) != 0 {
-		t.Errorf("the forward to a closed port returned %q", b)
-	}
-	c.Close()
-	line, _ := r.ReadString('\n')
-	if !strings.Contains(line, closedAddr) || !strings.Contains(line, "refused") {
-		t.Errorf("the failed connection was reported as %q", line)
-	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	rest, _ := io.ReadAll(r)
-	if err := cmd.Wait(); err != nil {
-		t.Errorf("after SIGTERM: %v (stderr %q)", err, rest)
-	}
-}
-
-// spindle forward -R: a port the target's agent listens on reaches a
-// server on this side; a connection this side cannot make is reported
-// and closed without ending the run.
-func TestE2EForwardRemote(t *testing.T) {
-	ln := upperServer(t)
-	closed, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	closedAddr := closed.Addr().String()
-	closed.Close()
-
-	cmd, r := startForward(t, "-R", "0:"+ln.Addr().String(), "-R", "0:"+closedAddr, "local")
-	re := regexp.MustCompile(`^spindle: forwarding (127\.0\.0\.1:\d+) on local → here → (\S+)\n$`)
-	var good, bad string
-	for i := 0; i < 2; i++ {
-		line, err := r.ReadString('\n')
-		m := re.FindStringSubmatch(line)
-		if err != nil || m == nil {
-			t.Fatalf("spindle forward said %q (%v)", line, err)
-		}
-		if m[2] == closedAddr {
-			bad = m[1]
-		} else {
-			good = m[1]
-		}
-	}
-	// The listening socket is the agent's, not this command's.
-	if owner := listenerPID(t, good); owner == cmd.Process.Pid {
-		t.Fatalf("%s is listened on by spindle forward itself, not by its agent", good)
-	}
-	for i := 0; i < 3; i++ {
-		c, err := net.Dial("tcp", good)
-		if err != nil {
-			t.Fatal(err)
-		}
-		io.WriteString(c, "reversed")
-		c.(*net.TCPConn).CloseWrite()
-		b, err := io.ReadAll(c)
-		c.Close()
-		if err != nil || string(b) != "REVERSED" {
-			t.Fatalf("through the remote forward: %q, %v", b, err)
 		}
 	}
 	c, err := net.Dial("tcp", bad)
