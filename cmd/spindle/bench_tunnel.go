@@ -32,14 +32,7 @@ func tunnelCases() []benchCase {
 						return 0, err
 					}
 					echo := p.b.echo.Addr()
-					return timePerOp(n, func() error {
-						c, err := tunnel.DialEarly(e.ctx, cx, "tcp", echo)
-						if err != nil {
-							return err
-						}
-						defer c.Close()
-						return echoOnce(c)
-					})
+					return timeConns(n, func() (net.Conn, error) { return tunnel.DialEarly(e.ctx, cx, "tcp", echo) }, echoOnce)
 				},
 				Base: func(e *benchEnv, n int) (float64, error) {
 					p := e.sshPath(ms)
@@ -47,14 +40,7 @@ func tunnelCases() []benchCase {
 					if err != nil {
 						return 0, err
 					}
-					return timePerOp(n, func() error {
-						c, err := net.Dial("tcp", local)
-						if err != nil {
-							return err
-						}
-						defer c.Close()
-						return echoOnce(c)
-					})
+					return timeConns(n, func() (net.Conn, error) { return net.Dial("tcp", local) }, echoOnce)
 				},
 			},
 			benchCase{
@@ -69,14 +55,7 @@ func tunnelCases() []benchCase {
 					if err != nil {
 						return 0, err
 					}
-					return timePerOp(n, func() error {
-						c, err := tunnel.Dial(e.ctx, cx, "tcp", sink)
-						if err != nil {
-							return err
-						}
-						defer c.Close()
-						return pour(c, tunnelBulk)
-					})
+					return timeConns(n, func() (net.Conn, error) { return tunnel.Dial(e.ctx, cx, "tcp", sink) }, pour)
 				},
 				Base: func(e *benchEnv, n int) (float64, error) {
 					p := e.sshPath(ms)
@@ -88,14 +67,7 @@ func tunnelCases() []benchCase {
 					if err != nil {
 						return 0, err
 					}
-					return timePerOp(n, func() error {
-						c, err := net.Dial("tcp", local)
-						if err != nil {
-							return err
-						}
-						defer c.Close()
-						return pour(c, tunnelBulk)
-					})
+					return timeConns(n, func() (net.Conn, error) { return net.Dial("tcp", local) }, pour)
 				},
 				Finish: func(_ *benchEnv, r *benchResult) {
 					if r.SpindleNS > 0 && r.BaselineNS > 0 {
@@ -127,12 +99,25 @@ func echoOnce(c net.Conn) error {
 // halfCloser is a connection whose sending side closes alone.
 type halfCloser interface{ CloseWrite() error }
 
-// pour sends size bytes on c, half-closes, and waits for the sink's one
-// byte: the sink has read everything.
-func pour(c net.Conn, size int) error {
+// timeConns times n connections, each made by dial, used by use and
+// closed.
+func timeConns(n int, dial func() (net.Conn, error), use func(net.Conn) error) (float64, error) {
+	return timePerOp(n, func() error {
+		c, err := dial()
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return use(c)
+	})
+}
+
+// pour sends tunnelBulk bytes on c, half-closes, and waits for the sink's
+// one byte: the sink has read everything.
+func pour(c net.Conn) error {
 	buf := make([]byte, 256<<10)
-	for sent := 0; sent < size; sent += len(buf) {
-		if _, err := c.Write(buf[:min(len(buf), size-sent)]); err != nil {
+	for sent := 0; sent < tunnelBulk; sent += len(buf) {
+		if _, err := c.Write(buf[:min(len(buf), tunnelBulk-sent)]); err != nil {
 			return err
 		}
 	}
