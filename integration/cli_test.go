@@ -1,9 +1,12 @@
 package integration_test
 
 import (
+	"bufio"
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -305,5 +308,75 @@ func TestCLIForwardAgent(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {
 		t.Errorf("the forwarded socket %s outlives the run: %v", path, err)
+	}
+}
+
+// spindle forward HOST with no flags applies ssh_config's LocalForward
+// for HOST, as ssh would; a Unix-socket forward is skipped with a word.
+func TestCLIForwardFromConfig(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	bin := buildCLI(t)
+	// A server on the target's side (the same machine): it greets.
+	srv, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	go func() {
+		for {
+			c, err := srv.Accept()
+			if err != nil {
+				return
+			}
+			io.WriteString(c, "greetings through web1\n")
+			c.Close()
+		}
+	}()
+	free, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, port, _ := net.SplitHostPort(free.Addr().String())
+	free.Close()
+	cfg := filepath.Join(sshtest.TempDir(t, "fwdcfg-"), "config")
+	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("Host web1\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n"+
+		"  LocalForward %s %s\n  LocalForward /tmp/nope.sock /run/nope.sock\n",
+		tg.s.Port, tg.u.Name, tg.key.Path, tg.kh, port, srv.Addr())), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cmd := osexec.Command(bin, "-F", cfg, "forward", "web1")
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	r := bufio.NewReader(stderr)
+	var said []string
+	for !strings.Contains(strings.Join(said, ""), "forwarding 127.0.0.1:"+port) {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("spindle forward web1 said %q, then %v", said, err)
+		}
+		said = append(said, line)
+	}
+	if !strings.Contains(strings.Join(said, ""), "nope.sock") {
+		t.Errorf("the socket forward was skipped silently: %q", said)
+	}
+	c, err := net.Dial("tcp", "127.0.0.1:"+port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := io.ReadAll(c)
+	c.Close()
+	if err != nil || string(b) != "greetings through web1\n" {
+		t.Fatalf("through ssh_config's LocalForward: %q, %v", b, err)
+	}
+	cmd.Process.Signal(syscall.SIGTERM)
+	if err := cmd.Wait(); err != nil {
+		t.Errorf("after SIGTERM: %v", err)
 	}
 }

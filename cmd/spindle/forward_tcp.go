@@ -10,6 +10,7 @@ import (
 	"sync"
 
 	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 )
 
@@ -221,8 +222,11 @@ reaches a package mirror or a web server on your side.
 PORT 0 picks a free port; the addresses are printed on standard error.
 It runs until interrupted (exit 0) or until the target is lost (exit 255).
 A connection that cannot be made is reported and closed; the others
-go on. 'spindle run' and 'spindle shell' take the same flags, for as long
-as their command runs.`,
+go on. When the last hop is SSH, ssh_config's LocalForward, RemoteForward
+and DynamicForward for it are applied too, as ssh applies them (so
+'spindle forward db-tunnel' needs no flags); Unix-socket forwards are
+skipped with a warning. 'spindle run' and 'spindle shell' take the same
+flags, for as long as their command runs.`,
 		Example: `  spindle forward -L 5432:localhost:5432 -J bastion web1,docker:db
   spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion
   spindle forward -D 1080 bastion,web1
@@ -233,9 +237,6 @@ as their command runs.`,
 			if err != nil {
 				return err
 			}
-			if p.empty() {
-				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L or -R [BIND:]PORT:HOST:HOSTPORT, or -D [BIND:]PORT")}
-			}
 			ctx, _, stop := signalContext(c.Context())
 			defer stop()
 			s, err := g.connect(ctx, args[0])
@@ -243,6 +244,12 @@ as their command runs.`,
 				return err
 			}
 			defer s.Close()
+			if err := g.addConfigForwards(ctx, s, &p); err != nil {
+				return err
+			}
+			if p.empty() {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("forward needs at least one -L or -R [BIND:]PORT:HOST:HOSTPORT, or -D [BIND:]PORT (or LocalForward, RemoteForward, DynamicForward in ssh_config for an SSH target)")}
+			}
 			stopPorts, err := g.startPorts(ctx, s, p, true)
 			if err != nil {
 				return err
@@ -328,4 +335,47 @@ func (g *globals) serveRemoteForward(ctx stdctx.Context, s *session, ln net.List
 		defer lc.Close()
 		tunnel.Splice(conn, lc)
 	})
+}
+
+// addConfigForwards adds ssh_config's LocalForward, RemoteForward and
+// DynamicForward to p when the last hop is SSH, as ssh applies them to a
+// connection to that host; Unix-socket forwards are skipped with a
+// warning.
+func (g *globals) addConfigForwards(ctx stdctx.Context, s *session, p *portSpecs) error {
+	so, ok := s.last.(ssh.Options)
+	if !ok {
+		return nil
+	}
+	cf, err := so.ConfigForwards(ctx, s.log)
+	if err != nil {
+		return &connectError{err: fmt.Errorf("%s: ssh_config forwards: %w", s.cx.Name(), err)}
+	}
+	for _, sk := range cf.Skipped {
+		fmt.Fprintf(g.stderr, "spindle: ssh_config's %s: Unix-socket forwarding is not supported; skipped\n", sk)
+	}
+	bad := func(err error) error {
+		return &exitError{code: 1, err: fmt.Errorf("ssh_config for %s: %w", s.cx.Name(), err)}
+	}
+	for _, spec := range cf.Local {
+		f, err := parsePortForward("LocalForward", spec)
+		if err != nil {
+			return bad(err)
+		}
+		p.local = append(p.local, f)
+	}
+	for _, spec := range cf.Remote {
+		f, err := parsePortForward("RemoteForward", spec)
+		if err != nil {
+			return bad(err)
+		}
+		p.remote = append(p.remote, f)
+	}
+	for _, spec := range cf.Dynamic {
+		a, err := parseDynamicForward(spec)
+		if err != nil {
+			return bad(err)
+		}
+		p.socks = append(p.socks, a)
+	}
+	return nil
 }

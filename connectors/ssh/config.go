@@ -39,6 +39,9 @@ type hostConfig struct {
 	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
 	ForwardAgent          string // "", "no", "yes", or an agent socket as in IdentityAgent
 	AddKeysToAgent        string // as written or as ssh -G prints it (parseAddKeys)
+	LocalForwards         []string // "LISTEN CONNECT", as ssh -G prints LocalForward
+	RemoteForwards        []string // "LISTEN CONNECT" (RemoteForward)
+	DynamicForwards       []string // "LISTEN" (DynamicForward)
 	ProxyJump             string // "" or "none": direct
 	ProxyCommand          string // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
@@ -316,6 +319,12 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		if isYesNo(hc.ForwardAgent) && !yes(hc.ForwardAgent) {
 			hc.ForwardAgent = "" // no: ssh's default, as ssh -G prints it
 		}
+	case "localforward":
+		hc.LocalForwards = append(hc.LocalForwards, val)
+	case "remoteforward":
+		hc.RemoteForwards = append(hc.RemoteForwards, val)
+	case "dynamicforward":
+		hc.DynamicForwards = append(hc.DynamicForwards, val)
 	case "addkeystoagent":
 		hc.AddKeysToAgent = val
 		if v := strings.ToLower(val); v == "no" || v == "false" {
@@ -653,7 +662,7 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	for _, c := range certs {
 		_ = hc.set("certificatefile", c, tk)
 	}
-	for _, key := range []string{"SendEnv", "SetEnv"} {
+	for _, key := range []string{"SendEnv", "SetEnv", "LocalForward", "RemoteForward", "DynamicForward"} {
 		vs, err := getAll(key)
 		if err != nil {
 			return nil, err

@@ -88,6 +88,7 @@ type settings struct {
 	agentSocket    string   // the ssh-agent's socket; "" for none
 	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
 	addKeys        addKeys
+	forwards       Forwards // ssh_config's LocalForward, RemoteForward, DynamicForward
 	proxyJump      string
 	proxyCommand   string // expanded; "" when proxyJump is set or none applies
 	proxySource    string // where proxyCommand came from, for messages
@@ -222,6 +223,7 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		identityAgent = expandSocket(o.IdentityAgent, nil)
 	}
 	s.agentSocket = agentSocket(identityAgent)
+	s.forwards = configForwards(hc)
 	addKeys, where := hc.AddKeysToAgent, "ssh config ("+hc.Source+")"
 	if o.AddKeysToAgent != "" {
 		addKeys, where = o.AddKeysToAgent, "Options.AddKeysToAgent"

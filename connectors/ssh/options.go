@@ -5,6 +5,7 @@ package ssh
 
 import (
 	"context"
+	"strings"
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
@@ -136,4 +137,47 @@ func (o Options) AgentToForward(ctx context.Context, log *zap.Logger) (string, e
 		return "", err
 	}
 	return s.forwardAgent, nil
+}
+
+// Forwards are the TCP port forwardings ssh_config asks for a host, in
+// the syntax of ssh's (and spindle forward's) -L, -R and -D:
+// [BIND:]PORT:HOST:HOSTPORT and [BIND:]PORT.
+type Forwards struct {
+	Local, Remote, Dynamic []string
+	// Skipped are the ones Spindle does not do (Unix-socket forwards), as
+	// ssh_config gives them, for a warning.
+	Skipped []string
+}
+
+// ConfigForwards returns ssh_config's LocalForward, RemoteForward and
+// DynamicForward for this host, as ssh would apply them.
+func (o Options) ConfigForwards(ctx context.Context, log *zap.Logger) (Forwards, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s, err := o.settle(ctx, log)
+	if err != nil {
+		return Forwards{}, err
+	}
+	return s.forwards, nil
+}
+
+// configForwards turns hc's forwardings into ssh's -L/-R/-D syntax.
+func configForwards(hc *hostConfig) Forwards {
+	var f Forwards
+	for _, kind := range []struct {
+		name string
+		in   []string
+		out  *[]string
+	}{{"LocalForward", hc.LocalForwards, &f.Local}, {"RemoteForward", hc.RemoteForwards, &f.Remote}, {"DynamicForward", hc.DynamicForwards, &f.Dynamic}} {
+		for _, v := range kind.in {
+			words := strings.Fields(v)
+			if len(words) == 0 || strings.Contains(v, "/") {
+				f.Skipped = append(f.Skipped, kind.name+" "+v)
+				continue
+			}
+			*kind.out = append(*kind.out, strings.Join(words, ":"))
+		}
+	}
+	return f
 }
