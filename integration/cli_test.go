@@ -312,37 +312,55 @@ func TestCLIForwardAgent(t *testing.T) {
 }
 
 // spindle forward HOST with no flags applies ssh_config's LocalForward
-// for HOST, as ssh would; a Unix-socket forward is skipped with a word.
+// for HOST, as ssh would: a TCP port, and a Unix socket here that reaches
+// a Unix socket on the target (the docker.sock pattern).
 func TestCLIForwardFromConfig(t *testing.T) {
 	t.Parallel()
 	tg := newTarget(t, "/bin/sh")
 	bin := buildCLI(t)
-	// A server on the target's side (the same machine): it greets.
+	dir := sshtest.TempDir(t, "fwdcfg-") // 0755: the target's user reaches its socket
+	// Servers on the target's side (the same machine): each greets.
+	greet := func(network, addr, hello string) {
+		ln, err := net.Listen(network, addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { ln.Close() })
+		if network == "unix" {
+			os.Chmod(addr, 0o666)
+		}
+		go func() {
+			for {
+				c, err := ln.Accept()
+				if err != nil {
+					return
+				}
+				io.WriteString(c, hello)
+				c.Close()
+			}
+		}()
+	}
 	srv, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Close()
-	go func() {
-		for {
-			c, err := srv.Accept()
-			if err != nil {
-				return
-			}
-			io.WriteString(c, "greetings through web1\n")
-			c.Close()
-		}
-	}()
+	srvAddr := srv.Addr().String()
+	srv.Close()
+	greet("tcp", srvAddr, "greetings over tcp\n")
+	remoteSock := filepath.Join(dir, "remote.sock")
+	greet("unix", remoteSock, "greetings over a socket\n")
 	free, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, port, _ := net.SplitHostPort(free.Addr().String())
 	free.Close()
-	cfg := filepath.Join(sshtest.TempDir(t, "fwdcfg-"), "config")
+	localSock := filepath.Join(dir, "local.sock")
+
+	cfg := filepath.Join(dir, "config")
 	if err := os.WriteFile(cfg, []byte(fmt.Sprintf("Host web1\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n"+
-		"  LocalForward %s %s\n  LocalForward /tmp/nope.sock /run/nope.sock\n",
-		tg.s.Port, tg.u.Name, tg.key.Path, tg.kh, port, srv.Addr())), 0o600); err != nil {
+		"  LocalForward %s %s\n  LocalForward %s %s\n",
+		tg.s.Port, tg.u.Name, tg.key.Path, tg.kh, port, srvAddr, localSock, remoteSock)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	cmd := osexec.Command(bin, "-F", cfg, "forward", "web1")
@@ -356,27 +374,35 @@ func TestCLIForwardFromConfig(t *testing.T) {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	r := bufio.NewReader(stderr)
 	var said []string
-	for !strings.Contains(strings.Join(said, ""), "forwarding 127.0.0.1:"+port) {
+	for len(said) < 2 {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			t.Fatalf("spindle forward web1 said %q, then %v", said, err)
 		}
 		said = append(said, line)
 	}
-	if !strings.Contains(strings.Join(said, ""), "nope.sock") {
-		t.Errorf("the socket forward was skipped silently: %q", said)
+	for _, via := range []struct{ network, addr, want string }{
+		{"tcp", "127.0.0.1:" + port, "greetings over tcp\n"},
+		{"unix", localSock, "greetings over a socket\n"},
+	} {
+		c, err := net.Dial(via.network, via.addr)
+		if err != nil {
+			t.Fatalf("%s (spindle forward said %q): %v", via.addr, said, err)
+		}
+		b, err := io.ReadAll(c)
+		c.Close()
+		if err != nil || string(b) != via.want {
+			t.Fatalf("through ssh_config's LocalForward %s: %q, %v", via.addr, b, err)
+		}
 	}
-	c, err := net.Dial("tcp", "127.0.0.1:"+port)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := io.ReadAll(c)
-	c.Close()
-	if err != nil || string(b) != "greetings through web1\n" {
-		t.Fatalf("through ssh_config's LocalForward: %q, %v", b, err)
+	if fi, err := os.Stat(localSock); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("the local socket: %v, %v; want mode 0600", fi, err)
 	}
 	cmd.Process.Signal(syscall.SIGTERM)
 	if err := cmd.Wait(); err != nil {
 		t.Errorf("after SIGTERM: %v", err)
+	}
+	if _, err := os.Stat(localSock); !os.IsNotExist(err) {
+		t.Errorf("the local socket outlives the run: %v", err)
 	}
 }

@@ -16,27 +16,32 @@ import (
 
 // portForward is one -L or -R: listen on Listen (here for -L, on the
 // target for -R), and connect each connection to Connect (from the target
-// for -L, from here for -R).
+// for -L, from here for -R). Either may be a Unix socket.
 type portForward struct {
-	Listen  string // [bind:]port as net.Listen takes it
-	Connect string // host:port
+	ListenNet, Listen   string // "tcp" and [bind]:port as net.Listen takes it, or "unix" and a path
+	ConnectNet, Connect string // "tcp" and host:port, or "unix" and a path
 }
 
-// parsePortForward parses ssh's -L and -R syntax, [BIND:]PORT:HOST:HOSTPORT,
-// with IPv6 addresses in brackets; flag ("-L", "-R") names it in errors.
-// Without BIND it listens on 127.0.0.1 only, as ssh does by default.
+// parsePortForward parses ssh's -L and -R syntax: [BIND:]PORT:HOST:HOSTPORT,
+// with IPv6 addresses in brackets, where a socket path (starting with /)
+// may stand for [BIND:]PORT, for HOST:HOSTPORT, or both. flag ("-L", "-R")
+// names it in errors. Without BIND it listens on 127.0.0.1 only, as ssh
+// does by default.
 func parsePortForward(flag, spec string) (portForward, error) {
+	bad := func(why string) (portForward, error) {
+		return portForward{}, fmt.Errorf("%s %s: %s", flag, spec, why)
+	}
 	var parts []string
 	for rest := spec; rest != ""; {
 		if strings.HasPrefix(rest, "[") {
 			end := strings.Index(rest, "]")
 			if end < 0 {
-				return portForward{}, fmt.Errorf("%s %s: unclosed [", flag, spec)
+				return bad("unclosed [")
 			}
 			parts = append(parts, rest[1:end])
 			rest = rest[end+1:]
 			if rest != "" && !strings.HasPrefix(rest, ":") {
-				return portForward{}, fmt.Errorf("%s %s: want ':' after ]", flag, spec)
+				return bad("want ':' after ]")
 			}
 			rest = strings.TrimPrefix(rest, ":")
 			continue
@@ -48,26 +53,48 @@ func parsePortForward(flag, spec string) (portForward, error) {
 			parts = append(parts, "")
 		}
 	}
-	bind := "127.0.0.1"
-	switch len(parts) {
-	case 3:
-	case 4:
-		bind, parts = parts[0], parts[1:]
-		if bind == "*" || bind == "" {
+	isPath := func(p string) bool { return strings.HasPrefix(p, "/") }
+	var f portForward
+	// The connect side: a path (one part) or HOST:HOSTPORT (two).
+	switch {
+	case len(parts) >= 2 && isPath(parts[len(parts)-1]):
+		f.ConnectNet, f.Connect = "unix", parts[len(parts)-1]
+		parts = parts[:len(parts)-1]
+	case len(parts) >= 3:
+		host, port := parts[len(parts)-2], parts[len(parts)-1]
+		n, err := strconv.Atoi(port)
+		if err != nil || n < 0 || n > 65535 {
+			return bad(fmt.Sprintf("bad port %q", port))
+		}
+		if host == "" || n == 0 {
+			return bad("no host or port to connect to")
+		}
+		f.ConnectNet, f.Connect = "tcp", net.JoinHostPort(host, port)
+		parts = parts[:len(parts)-2]
+	default:
+		return bad("want [BIND:]PORT:HOST:HOSTPORT (either side may be a /socket/path)")
+	}
+	// The listen side: a path, PORT or BIND:PORT.
+	switch {
+	case len(parts) == 1 && isPath(parts[0]):
+		f.ListenNet, f.Listen = "unix", parts[0]
+		return f, nil
+	case len(parts) == 1 || len(parts) == 2:
+	default:
+		return bad("want [BIND:]PORT:HOST:HOSTPORT (either side may be a /socket/path)")
+	}
+	bind, port := "127.0.0.1", parts[len(parts)-1]
+	if len(parts) == 2 {
+		bind = parts[0]
+		if bind == "*" {
 			bind = ""
 		}
-	default:
-		return portForward{}, fmt.Errorf("%s %s: want [BIND:]PORT:HOST:HOSTPORT", flag, spec)
 	}
-	for _, p := range []string{parts[0], parts[2]} {
-		if n, err := strconv.Atoi(p); err != nil || n < 0 || n > 65535 {
-			return portForward{}, fmt.Errorf("%s %s: bad port %q", flag, spec, p)
-		}
+	if n, err := strconv.Atoi(port); err != nil || n < 0 || n > 65535 {
+		return bad(fmt.Sprintf("bad port %q", port))
 	}
-	if parts[1] == "" || parts[2] == "0" {
-		return portForward{}, fmt.Errorf("%s %s: no host or port to connect to", flag, spec)
-	}
-	return portForward{Listen: net.JoinHostPort(bind, parts[0]), Connect: net.JoinHostPort(parts[1], parts[2])}, nil
+	f.ListenNet, f.Listen = "tcp", net.JoinHostPort(bind, port)
+	return f, nil
 }
 
 // parseDynamicForward parses -D [BIND:]PORT (127.0.0.1 without BIND).
@@ -92,8 +119,8 @@ type portFlags struct {
 
 // add registers the flags on c.
 func (f *portFlags) add(c *cobra.Command) {
-	c.Flags().StringArrayVarP(&f.local, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target (repeatable)")
-	c.Flags().StringArrayVarP(&f.remote, "remote", "R", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT on the target, connect to HOST:HOSTPORT from here (repeatable)")
+	c.Flags().StringArrayVarP(&f.local, "local", "L", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT here, connect to HOST:HOSTPORT from the target; either side may be a /socket/path (repeatable)")
+	c.Flags().StringArrayVarP(&f.remote, "remote", "R", nil, "[BIND:]PORT:HOST:HOSTPORT: listen on PORT on the target, connect to HOST:HOSTPORT from here; either side may be a /socket/path (repeatable)")
 	c.Flags().StringArrayVarP(&f.dynamic, "dynamic", "D", nil, "[BIND:]PORT: serve a SOCKS5 proxy on PORT here whose connections the target makes (repeatable)")
 }
 
@@ -157,13 +184,13 @@ func (g *globals) startPorts(ctx stdctx.Context, s *session, p portSpecs, announ
 		}
 	}
 	for _, f := range p.local {
-		ln, err := net.Listen("tcp", f.Listen)
+		ln, err := listenHere(f.ListenNet, f.Listen)
 		if err != nil {
 			return nil, &exitError{code: 1, err: fmt.Errorf("-L: %w", err)}
 		}
 		lns = append(lns, ln)
 		say(f.Listen, "forwarding %s → %s → %s", ln.Addr(), s.cx.Name(), f.Connect)
-		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveForward(ctx, s, ln, f.Connect, wg) })
+		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveForward(ctx, s, ln, f.ConnectNet, f.Connect, wg) })
 	}
 	for _, a := range p.socks {
 		ln, err := net.Listen("tcp", a)
@@ -175,13 +202,15 @@ func (g *globals) startPorts(ctx stdctx.Context, s *session, p portSpecs, announ
 		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveSOCKS(ctx, s, ln, wg) })
 	}
 	for _, f := range p.remote {
-		ln, err := tunnel.Listen(ctx, s.cx, "tcp", f.Listen)
+		ln, err := tunnel.Listen(ctx, s.cx, f.ListenNet, f.Listen)
 		if err != nil {
 			return nil, &exitError{code: 1, err: fmt.Errorf("-R: %w", err)}
 		}
 		lns = append(lns, ln)
 		say(f.Listen, "forwarding %s on %s → here → %s", ln.Addr(), s.cx.Name(), f.Connect)
-		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) { g.serveRemoteForward(ctx, s, ln, f.Connect, wg) })
+		serves = append(serves, func(ln net.Listener, wg *sync.WaitGroup) {
+			g.serveRemoteForward(ctx, s, ln, f.ConnectNet, f.Connect, wg)
+		})
 	}
 	var wg sync.WaitGroup
 	for i, ln := range lns {
@@ -219,6 +248,10 @@ target's agent listens on PORT (on its 127.0.0.1 unless BIND says
 otherwise), and every connection made to it there is carried here and
 connected to HOST:HOSTPORT from this machine: a target with no way out
 reaches a package mirror or a web server on your side.
+In -L and -R, either side may be a Unix socket path instead, as in ssh:
+-L /tmp/docker.sock:/var/run/docker.sock, -L 5432:/run/postgresql/.s.PGSQL.5432.
+A socket that Spindle creates (here, or on the target) is mode 0600,
+serves only its user (and root), and is removed at the end.
 PORT 0 picks a free port; the addresses are printed on standard error.
 It runs until interrupted (exit 0) or until the target is lost (exit 255).
 A connection that cannot be made is reported and closed; the others
@@ -230,7 +263,8 @@ flags, for as long as their command runs.`,
 		Example: `  spindle forward -L 5432:localhost:5432 -J bastion web1,docker:db
   spindle forward -L 8080:intranet.example:80 -L 0:10.0.0.7:22 bastion
   spindle forward -D 1080 bastion,web1
-  spindle forward -R 3128:localhost:3128 -J bastion web1`,
+  spindle forward -R 3128:localhost:3128 -J bastion web1
+  spindle forward -L /tmp/web1-docker.sock:/var/run/docker.sock web1,sudo`,
 		Args: targetArgs(false),
 		RunE: func(c *cobra.Command, args []string) error {
 			p, err := ports.parse(c.CommandPath())
@@ -301,11 +335,11 @@ func acceptEach(ctx stdctx.Context, ln net.Listener, wg *sync.WaitGroup, serve f
 
 // serveForward accepts on ln until it is closed, and tunnels each
 // connection to remote through s's target.
-func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, remote string, wg *sync.WaitGroup) {
+func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, network, remote string, wg *sync.WaitGroup) {
 	acceptEach(ctx, ln, wg, func(conn net.Conn) {
 		// Early: what the client sends first goes with the connect
 		// request instead of a round trip after it.
-		rc, err := tunnel.DialEarly(ctx, s.cx, "tcp", remote)
+		rc, err := tunnel.DialEarly(ctx, s.cx, network, remote)
 		if err != nil {
 			g.forwardReport("forward %s → %s: %v", ln.Addr(), remote, err)
 			return
@@ -324,10 +358,10 @@ func (g *globals) serveForward(ctx stdctx.Context, s *session, ln net.Listener, 
 // serveRemoteForward accepts on ln (a listener on the target) until it is
 // closed or the target is lost, and connects each connection to addr from
 // here.
-func (g *globals) serveRemoteForward(ctx stdctx.Context, s *session, ln net.Listener, addr string, wg *sync.WaitGroup) {
+func (g *globals) serveRemoteForward(ctx stdctx.Context, s *session, ln net.Listener, network, addr string, wg *sync.WaitGroup) {
 	acceptEach(ctx, ln, wg, func(conn net.Conn) {
 		var d net.Dialer
-		lc, err := d.DialContext(ctx, "tcp", addr)
+		lc, err := d.DialContext(ctx, network, addr)
 		if err != nil {
 			g.forwardReport("forward %s on %s → %s: %v", ln.Addr(), s.cx.Name(), addr, err)
 			return
@@ -378,4 +412,13 @@ func (g *globals) addConfigForwards(ctx stdctx.Context, s *session, p *portSpecs
 		p.socks = append(p.socks, a)
 	}
 	return nil
+}
+
+// listenHere listens on this machine: TCP, or a Unix socket only this
+// user may use (as ssh's are).
+func listenHere(network, addr string) (net.Listener, error) {
+	if network == "unix" {
+		return tunnel.ListenUnixPrivate(addr)
+	}
+	return net.Listen(network, addr)
 }

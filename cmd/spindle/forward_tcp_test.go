@@ -15,21 +15,28 @@ import (
 	"testing"
 )
 
-func TestParseLocalForward(t *testing.T) {
+func TestParsePortForward(t *testing.T) {
 	for in, want := range map[string]portForward{
-		"8080:localhost:80":             {"127.0.0.1:8080", "localhost:80"},
-		"0:10.0.0.7:22":                 {"127.0.0.1:0", "10.0.0.7:22"},
-		"0.0.0.0:5432:db:5432":          {"0.0.0.0:5432", "db:5432"},
-		"*:5432:db:5432":                {":5432", "db:5432"},
-		"[::1]:8080:[fd00::7]:80":       {"[::1]:8080", "[fd00::7]:80"},
-		"8443:intranet.example.com:443": {"127.0.0.1:8443", "intranet.example.com:443"},
+		"8080:localhost:80":                 {"tcp", "127.0.0.1:8080", "tcp", "localhost:80"},
+		"0:10.0.0.7:22":                     {"tcp", "127.0.0.1:0", "tcp", "10.0.0.7:22"},
+		"0.0.0.0:5432:db:5432":              {"tcp", "0.0.0.0:5432", "tcp", "db:5432"},
+		"*:5432:db:5432":                    {"tcp", ":5432", "tcp", "db:5432"},
+		"[::1]:8080:[fd00::7]:80":           {"tcp", "[::1]:8080", "tcp", "[fd00::7]:80"},
+		"8443:intranet.example.com:443":     {"tcp", "127.0.0.1:8443", "tcp", "intranet.example.com:443"},
+		"/tmp/d.sock:/var/run/docker.sock":  {"unix", "/tmp/d.sock", "unix", "/var/run/docker.sock"},
+		"2375:/var/run/docker.sock":         {"tcp", "127.0.0.1:2375", "unix", "/var/run/docker.sock"},
+		"0.0.0.0:2375:/var/run/docker.sock": {"tcp", "0.0.0.0:2375", "unix", "/var/run/docker.sock"},
+		"/tmp/pg.sock:localhost:5432":       {"unix", "/tmp/pg.sock", "tcp", "localhost:5432"},
+		"[127.0.0.1]:8080:[localhost]:80":   {"tcp", "127.0.0.1:8080", "tcp", "localhost:80"},
+		"/run/user/0/x.sock:[::1]:22":       {"unix", "/run/user/0/x.sock", "tcp", "[::1]:22"},
 	} {
 		got, err := parsePortForward("-L", in)
 		if err != nil || got != want {
 			t.Errorf("parsePortForward(%q) = %+v, %v; want %+v", in, got, err, want)
 		}
 	}
-	for _, bad := range []string{"", "8080", "8080:host", "x:host:80", "8080:host:99999", "8080::80", "8080:host:0", "[::1:80:h:1", "a:b:c:d:e"} {
+	for _, bad := range []string{"", "8080", "8080:host", "x:host:80", "8080:host:99999", "8080::80", "8080:host:0",
+		"[::1:80:h:1", "a:b:c:d:e", "/a.sock", "relative.sock:/b.sock", "/a.sock:b:c:d"} {
 		if _, err := parsePortForward("-L", bad); err == nil {
 			t.Errorf("parsePortForward(%q) accepted", bad)
 		}

@@ -36,14 +36,14 @@ type hostConfig struct {
 	NoMethods             []string // methods turned off: PubkeyAuthentication no, …
 	PreferredMethods      []string // PreferredAuthentications, in order; nil: ssh's order
 	CertificateFiles      []string
-	IdentityAgent         string // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
-	ForwardAgent          string // "", "no", "yes", or an agent socket as in IdentityAgent
-	AddKeysToAgent        string // as written or as ssh -G prints it (parseAddKeys)
+	IdentityAgent         string   // "": SSH_AUTH_SOCK; "none"; "SSH_AUTH_SOCK"; "$VAR"; a socket path
+	ForwardAgent          string   // "", "no", "yes", or an agent socket as in IdentityAgent
+	AddKeysToAgent        string   // as written or as ssh -G prints it (parseAddKeys)
 	LocalForwards         []string // "LISTEN CONNECT", as ssh -G prints LocalForward
 	RemoteForwards        []string // "LISTEN CONNECT" (RemoteForward)
 	DynamicForwards       []string // "LISTEN" (DynamicForward)
-	ProxyJump             string // "" or "none": direct
-	ProxyCommand          string // "" or "none": none; run by dialProxyCommand
+	ProxyJump             string   // "" or "none": direct
+	ProxyCommand          string   // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
 	StrictHostKeyChecking string // yes, no, off, accept-new, ask
 	HashKnownHosts        bool

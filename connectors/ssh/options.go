@@ -139,13 +139,14 @@ func (o Options) AgentToForward(ctx context.Context, log *zap.Logger) (string, e
 	return s.forwardAgent, nil
 }
 
-// Forwards are the TCP port forwardings ssh_config asks for a host, in
-// the syntax of ssh's (and spindle forward's) -L, -R and -D:
-// [BIND:]PORT:HOST:HOSTPORT and [BIND:]PORT.
+// Forwards are the port forwardings ssh_config asks for a host, in the
+// syntax of ssh's (and spindle forward's) -L, -R and -D:
+// [BIND:]PORT:HOST:HOSTPORT (either side may be a Unix socket path) and
+// [BIND:]PORT.
 type Forwards struct {
 	Local, Remote, Dynamic []string
-	// Skipped are the ones Spindle does not do (Unix-socket forwards), as
-	// ssh_config gives them, for a warning.
+	// Skipped are the ones Spindle does not do (a DynamicForward on a
+	// Unix socket), as ssh_config gives them, for a warning.
 	Skipped []string
 }
 
@@ -165,18 +166,26 @@ func (o Options) ConfigForwards(ctx context.Context, log *zap.Logger) (Forwards,
 // configForwards turns hc's forwardings into ssh's -L/-R/-D syntax.
 func configForwards(hc *hostConfig) Forwards {
 	var f Forwards
-	for _, kind := range []struct {
-		name string
-		in   []string
-		out  *[]string
-	}{{"LocalForward", hc.LocalForwards, &f.Local}, {"RemoteForward", hc.RemoteForwards, &f.Remote}, {"DynamicForward", hc.DynamicForwards, &f.Dynamic}} {
-		for _, v := range kind.in {
-			words := strings.Fields(v)
-			if len(words) == 0 || strings.Contains(v, "/") {
-				f.Skipped = append(f.Skipped, kind.name+" "+v)
-				continue
-			}
-			*kind.out = append(*kind.out, strings.Join(words, ":"))
+	join := func(v string) string { return strings.Join(strings.Fields(v), ":") }
+	socketListens := map[string]bool{}
+	for _, v := range hc.LocalForwards {
+		f.Local = append(f.Local, join(v))
+		if w := strings.Fields(v); len(w) > 0 {
+			socketListens[w[0]] = true
+		}
+	}
+	for _, v := range hc.RemoteForwards {
+		f.Remote = append(f.Remote, join(v))
+	}
+	for _, v := range hc.DynamicForwards {
+		switch {
+		case socketListens[v]:
+			// ssh -G prints a LocalForward on a socket as a
+			// DynamicForward too: not the user's.
+		case strings.Contains(v, "/"):
+			f.Skipped = append(f.Skipped, "DynamicForward "+v)
+		default:
+			f.Dynamic = append(f.Dynamic, join(v))
 		}
 	}
 	return f

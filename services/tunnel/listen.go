@@ -104,13 +104,17 @@ func (ls *listeners) handleListen(ctx context.Context, call *rpc.Call) (any, err
 	if circ == nil {
 		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodListen)
 	}
+	var ln net.Listener
+	var err error
 	switch a.Net {
 	case "tcp", "tcp4", "tcp6":
+		var lc net.ListenConfig
+		ln, err = lc.Listen(ctx, a.Net, a.Addr)
+	case "unix":
+		ln, err = ListenUnixPrivate(a.Addr)
 	default:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4 or tcp6)", MethodListen, a.Net)
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4, tcp6 or unix)", MethodListen, a.Net)
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, a.Net, a.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", MethodListen, a.Addr, err)
 	}
@@ -238,8 +242,10 @@ type Listener struct {
 // stopped listening.
 const closeWait = 5 * time.Second
 
-// Listen asks c's agent to listen on addr (network tcp, tcp4 or tcp6;
-// port 0 picks one: see Addr) where it runs. ctx bounds the setup only.
+// Listen asks c's agent to listen on addr (network tcp, tcp4 or tcp6,
+// port 0 picking one: see Addr; or unix, a socket path that only the
+// agent's user may use, removed on Close) where it runs. ctx bounds the
+// setup only.
 func Listen(ctx context.Context, c rpc.Caller, network, addr string) (*Listener, error) {
 	lctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	st, err := c.Stream(lctx, MethodListen, &ListenArgs{Net: network, Addr: addr})

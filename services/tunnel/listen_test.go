@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -187,5 +189,62 @@ func TestListenFails(t *testing.T) {
 	st.Close()
 	if err := st.Wait(nil); err == nil || !strings.Contains(err.Error(), "no listener") {
 		t.Fatalf("Accept of an unknown listener: %v", err)
+	}
+}
+
+// Unix sockets both ways: the agent dials one, and listens on one that is
+// 0600, serves its user, and is gone after Close.
+func TestUnixSockets(t *testing.T) {
+	ctx, cx := localtest.Dial(t)
+	dir := t.TempDir()
+
+	srvPath := filepath.Join(dir, "server.sock")
+	srv, err := net.Listen("unix", srvPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	done := upperEach(srv)
+	c, err := tunnel.Dial(ctx, cx, "unix", srvPath)
+	if err != nil {
+		t.Fatalf("dialling a unix socket: %v", err)
+	}
+	io.WriteString(c, "over a unix socket")
+	c.CloseWrite()
+	if b, err := io.ReadAll(c); err != nil || string(b) != "OVER A UNIX SOCKET" {
+		t.Fatalf("through the agent to %s: %q, %v", srvPath, b, err)
+	}
+	c.Close()
+	srv.Close()
+	<-done
+
+	lnPath := filepath.Join(dir, "agent.sock")
+	ln, err := tunnel.Listen(ctx, cx, "unix", lnPath)
+	if err != nil {
+		t.Fatalf("listening on a unix socket: %v", err)
+	}
+	if fi, err := os.Stat(lnPath); err != nil || fi.Mode()&os.ModeSocket == 0 || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("the agent's socket: %v, %v; want a socket, mode 0600", fi, err)
+	}
+	served := upperEach(ln)
+	cl, err := net.Dial("unix", lnPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(cl, "to the agent's socket")
+	cl.(*net.UnixConn).CloseWrite()
+	if b, err := io.ReadAll(cl); err != nil || string(b) != "TO THE AGENT'S SOCKET" {
+		t.Fatalf("through %s: %q, %v", lnPath, b, err)
+	}
+	cl.Close()
+	ln.Close()
+	<-served
+	if _, err := os.Stat(lnPath); !os.IsNotExist(err) {
+		t.Fatalf("%s outlives Close: %v", lnPath, err)
+	}
+	// An existing file is not replaced.
+	os.WriteFile(lnPath, nil, 0o600)
+	if _, err := tunnel.Listen(ctx, cx, "unix", lnPath); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Fatalf("listening over an existing file: %v", err)
 	}
 }

@@ -7,8 +7,8 @@
 //
 // Method (register it on an agent with Register):
 //
-//	tunnel.Dial  args {net: "tcp", addr: "host:port"} [net, addr]; a
-//	             circuit; no result. The agent dials (bounded by the
+//	tunnel.Dial  args {net: "tcp" (tcp4, tcp6; or unix), addr: "host:port"
+//	             (or a socket path)}; a circuit; no result. The agent dials (bounded by the
 //	             call's context and DialTimeout), writes one byte (0) on
 //	             the circuit once connected, then copies both ways until
 //	             both directions have ended; a half-close on either side
@@ -16,7 +16,9 @@
 //	             nothing written.
 //
 //	tunnel.Listen args {net, addr}; a circuit; no result. The agent
-//	             listens on addr (port 0: one it picks), writes a header
+//	             listens on addr (port 0: one it picks; a unix socket is
+//	             made 0600, serves only the agent's user and root, and is
+//	             removed at the end), writes a header
 //	             (one length byte, then "ID BOUND-ADDRESS") on the circuit,
 //	             and listens until the controller closes the circuit or
 //	             cancels the call. Its connections wait in the kernel's
@@ -80,9 +82,9 @@ func handleDial(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodDial)
 	}
 	switch a.Net {
-	case "tcp", "tcp4", "tcp6":
+	case "tcp", "tcp4", "tcp6", "unix":
 	default:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4 or tcp6)", MethodDial, a.Net)
+		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4, tcp6 or unix)", MethodDial, a.Net)
 	}
 	d := net.Dialer{Timeout: DialTimeout}
 	conn, err := d.DialContext(ctx, a.Net, a.Addr)
@@ -235,7 +237,8 @@ func (c *Conn) Read(p []byte) (int, error) {
 	return c.Stream.Read(p)
 }
 
-// Dial asks c's agent to connect to addr (network tcp, tcp4 or tcp6) from
+// Dial asks c's agent to connect to addr (network tcp, tcp4 or tcp6, or
+// unix for a socket path) from
 // where it runs, and returns the connection once it is made. ctx bounds
 // the dial only.
 func Dial(ctx context.Context, c rpc.Caller, network, addr string) (*Conn, error) {
