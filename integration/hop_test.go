@@ -167,6 +167,19 @@ func TestSSHHopAsks(t *testing.T) {
 	if b, _ := os.ReadFile(kh); !strings.Contains(string(b), "[127.0.0.1]:"+strconv.Itoa(second.s.Port)) {
 		t.Fatalf("the accepted key is not in the controller's known_hosts: %q", b)
 	}
+
+	// A third host, and the user says no: refused, nothing recorded.
+	third := newTarget(t, "/bin/sh")
+	o3 := third.opts()
+	o3.KnownHostsFiles = []string{kh}
+	o3.HostKeyPolicy = ssh.HostKeyAsk
+	o3.HostKeyPrompt = func(string) (string, error) { return "no", nil }
+	if _, err := cx.Connect(ctx, o3); !errors.Is(err, spindle.ErrHostKey) || !strings.Contains(err.Error(), "not accepted") {
+		t.Fatalf("host key refused by the user: %v; want ErrHostKey, not accepted", err)
+	}
+	if b, _ := os.ReadFile(kh); strings.Contains(string(b), "[127.0.0.1]:"+strconv.Itoa(third.s.Port)) {
+		t.Fatalf("a refused key was recorded: %q", b)
+	}
 }
 
 // TestSSHHopAuthFailure: a key the far host does not accept fails the hop
