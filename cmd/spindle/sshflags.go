@@ -45,7 +45,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 
 // sshOptionNames are the -o keys the CLI understands.
 var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "CertificateFile", "ForwardAgent",
-	"AddKeysToAgent", "User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
+	"AddKeysToAgent", "ConnectionAttempts", "User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
 	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv"}
 
 // parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
@@ -145,6 +145,14 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 				return so, fmt.Errorf("-o %s: want a count, got %q", key, val)
 			}
 			so.KeepaliveCountMax = n
+		case "connectionattempts":
+			n, err := strconv.Atoi(val)
+			if err != nil || n < 1 {
+				return so, fmt.Errorf("-o %s: want a count, got %q", key, val)
+			}
+			if so.ConnectionAttempts == 0 {
+				so.ConnectionAttempts = n
+			}
 		case "identityagent":
 			if so.IdentityAgent == "" {
 				so.IdentityAgent = val

@@ -52,6 +52,7 @@ type hostConfig struct {
 	ConnectTimeout        time.Duration // 0 = not set
 	ServerAliveInterval   time.Duration // 0 = not set
 	ServerAliveCountMax   int           // 0 = not set
+	ConnectionAttempts    int           // 0 = not set
 	Source                string        // where the values came from, for messages
 }
 
@@ -358,6 +359,12 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 			return fmt.Errorf("bad ServerAliveInterval %q", val)
 		}
 		hc.ServerAliveInterval = d
+	case "connectionattempts":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 1 {
+			return fmt.Errorf("bad ConnectionAttempts %q", val)
+		}
+		hc.ConnectionAttempts = n
 	case "serveralivecountmax":
 		n, err := strconv.Atoi(val)
 		if err != nil || n < 0 {
@@ -597,7 +604,7 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	single := []string{"HostName", "User", "Port", "IdentitiesOnly", "ProxyJump", "ProxyCommand",
 		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
 		"ServerAliveInterval", "ServerAliveCountMax", "BatchMode", "PubkeyAuthentication",
-		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent"}
+		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent", "ConnectionAttempts"}
 	vals := map[string]string{}
 	for _, k := range single {
 		v, err := get(k)

@@ -153,7 +153,7 @@ Host web1
 		IdentityFiles: []string{home + "/keys/web1.example.com-deploy"}, IdentitiesOnly: true, ProxyJump: "bastion",
 		StrictHostKeyChecking: "accept-new", UserKnownHostsFiles: []string{dir + "/kh1", dir + "/kh2"},
 		GlobalKnownHostsFiles: []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"},
-		ConnectTimeout:        5 * time.Second, ServerAliveInterval: 10 * time.Second, ServerAliveCountMax: 4, Source: cfg}
+		ConnectTimeout:        5 * time.Second, ServerAliveInterval: 10 * time.Second, ServerAliveCountMax: 4, ConnectionAttempts: 1, Source: cfg}
 	if !reflect.DeepEqual(hc, want) {
 		t.Fatalf("got  %+v\nwant %+v", hc, want)
 	}

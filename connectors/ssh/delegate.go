@@ -109,6 +109,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		Timeout:           s.timeout,
 		KeepaliveInterval: s.kaInterval,
 		KeepaliveCountMax: s.kaCount,
+		Attempts:          s.attempts,
 		Password:          o.Password != "" || pr.ok(),
 		Methods:           s.methods,
 		Env:               s.env,

@@ -75,6 +75,7 @@ type settings struct {
 	timeout        time.Duration
 	kaInterval     time.Duration // <0: off
 	kaCount        int
+	attempts       int // TCP connects to try, a second apart (ConnectionAttempts)
 	policy         HostKeyPolicy
 	knownFiles     []string
 	knownWrite     string
@@ -162,6 +163,10 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 
 	s.timeout = firstDuration(o.ConnectTimeout, hc.ConnectTimeout, DefaultConnectTimeout)
 	s.kaInterval = firstDuration(o.KeepaliveInterval, hc.ServerAliveInterval, DefaultKeepaliveInterval)
+	s.attempts = o.ConnectionAttempts
+	if s.attempts <= 0 {
+		s.attempts = max(hc.ConnectionAttempts, 1)
+	}
 	s.kaCount = o.KeepaliveCountMax
 	if s.kaCount <= 0 {
 		s.kaCount = hc.ServerAliveCountMax
@@ -377,11 +382,11 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 		}
 		conn = proxy
 	} else {
-		d := net.Dialer{Timeout: s.timeout}
-		conn, err = d.DialContext(ctx, "tcp", addr)
-		if err != nil {
-			return nil, dialError(ctx, addr, s.timeout, err)
+		var took time.Duration
+		if conn, took, err = dialTCP(ctx, addr, s.timeout, s.attempts, log); err != nil {
+			return nil, err
 		}
+		start = time.Now().Add(-took) // the handshake's share of ConnectTimeout excludes earlier attempts
 	}
 
 	cfg := &gossh.ClientConfig{
@@ -493,6 +498,43 @@ func (e *kindError) Error() string   { return e.msg }
 func (e *kindError) Unwrap() []error { return e.kinds }
 
 // dialError turns a net.Dialer error into "connect to ADDR: REASON".
+// dialTCP connects to addr, trying attempts times a connectionRetry
+// apart as ssh does with ConnectionAttempts (a host still booting), each
+// try bounded by timeout. The last try's error is returned, saying how
+// many there were. took is how long the successful try took: ConnectTimeout
+// bounds it and the handshake together.
+func dialTCP(ctx context.Context, addr string, timeout time.Duration, attempts int, log *zap.Logger) (conn net.Conn, took time.Duration, err error) {
+	d := net.Dialer{Timeout: timeout}
+	for try := 1; ; try++ {
+		start := time.Now()
+		conn, err := dialer(ctx, &d, addr)
+		if err == nil {
+			return conn, time.Since(start), nil
+		}
+		err = dialError(ctx, addr, timeout, err)
+		if try >= attempts || ctx.Err() != nil {
+			if attempts > 1 {
+				err = &wrapped{msg: fmt.Sprintf("%v (%d attempts, ConnectionAttempts)", err, try), err: err}
+			}
+			return nil, 0, err
+		}
+		log.Debug("connect failed; trying again (ConnectionAttempts)", zap.String("addr", addr), zap.Int("attempt", try), zap.Error(err))
+		select {
+		case <-ctx.Done():
+		case <-time.After(connectionRetry):
+		}
+	}
+}
+
+// connectionRetry is the pause between ConnectionAttempts (ssh's: one
+// second); dialer makes one try. Tests replace both.
+var (
+	connectionRetry = time.Second
+	dialer          = func(ctx context.Context, d *net.Dialer, addr string) (net.Conn, error) {
+		return d.DialContext(ctx, "tcp", addr)
+	}
+)
+
 func dialError(ctx context.Context, addr string, timeout time.Duration, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("connect to %s: %w", addr, ctx.Err())

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -543,4 +544,48 @@ func TestStartInProcess(t *testing.T) {
 		t.Fatalf("stale agent: %v", err)
 	}
 	conn.Close()
+}
+
+// ConnectionAttempts: a refused connect is tried again, a pause apart,
+// as often as ssh_config (or Options) says; the error says how often.
+func TestConnectionAttempts(t *testing.T) {
+	isolate(t)
+	srv := newTestServer(t, passwordServer("pw"), false)
+	oldRetry, oldDialer := connectionRetry, dialer
+	t.Cleanup(func() { connectionRetry, dialer = oldRetry, oldDialer })
+	connectionRetry = time.Millisecond
+	var tries, refuse int
+	dialer = func(ctx context.Context, d *net.Dialer, addr string) (net.Conn, error) {
+		tries++
+		if tries <= refuse {
+			return nil, &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+		}
+		return d.DialContext(ctx, "tcp", addr)
+	}
+	cfg := filepath.Join(t.TempDir(), "config")
+	writeFile(t, cfg, "Host srv\n  HostName 127.0.0.1\n  Port "+strconv.Itoa(srv.port)+"\n  User tester\n  UserKnownHostsFile "+knownHosts(t, srv)+"\n  ConnectionAttempts 3\n")
+	o := Options{Host: "srv", ConfigFile: cfg, Password: "pw"}
+
+	refuse = 2 // a host that answers on the third try
+	l, err := connect(context.Background(), o, zap.NewNop(), 0)
+	if err != nil || tries != 3 {
+		t.Fatalf("ConnectionAttempts 3, refused twice: %v after %d tries", err, tries)
+	}
+	l.Close()
+
+	tries, refuse = 0, 100
+	o.ConnectionAttempts = 2 // Options override the config
+	_, err = connect(context.Background(), o, zap.NewNop(), 0)
+	if err == nil || tries != 2 || !strings.Contains(err.Error(), "refused") || !strings.Contains(err.Error(), "2 attempts") {
+		t.Fatalf("always refused, 2 attempts: %v after %d tries", err, tries)
+	}
+
+	tries, refuse = 0, 100
+	o.ConnectionAttempts = 0
+	o.ConfigFile = "none" // ssh's default: one try
+	o.Host, o.Port, o.User = "127.0.0.1", srv.port, "tester"
+	o.KnownHostsFiles = []string{knownHosts(t, srv)}
+	if _, err = connect(context.Background(), o, zap.NewNop(), 0); err == nil || tries != 1 || strings.Contains(err.Error(), "attempts") {
+		t.Fatalf("default: %v after %d tries; want one try", err, tries)
+	}
 }

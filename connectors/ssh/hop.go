@@ -35,7 +35,8 @@ type Hop struct {
 	Timeout           time.Duration `msgpack:"timeout"`
 	KeepaliveInterval time.Duration `msgpack:"ka"`
 	KeepaliveCountMax int           `msgpack:"kacount"`
-	Password          bool          `msgpack:"pw,omitempty"` // the helper can answer password prompts
+	Attempts          int           `msgpack:"attempts,omitempty"` // TCP connects to try (ConnectionAttempts)
+	Password          bool          `msgpack:"pw,omitempty"`       // the helper can answer password prompts
 	// Env is sent with the hop's session (NAME=VALUE: the controller's
 	// SendEnv variables and SetEnv).
 	Env []string `msgpack:"env,omitempty"`
@@ -157,12 +158,11 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 	}
 	var dialAck func() // set when this hop dialled the connection it uses
 	dial := func() (*link, error) {
-		start := time.Now()
-		d := net.Dialer{Timeout: timeout}
-		conn, err := d.DialContext(ctx, "tcp", h.Addr)
+		conn, took, err := dialTCP(ctx, h.Addr, timeout, max(h.Attempts, 1), log)
 		if err != nil {
-			return nil, dialError(ctx, h.Addr, timeout, err)
+			return nil, err
 		}
+		start := time.Now().Add(-took)
 		conn, started := withQuickAck(conn)
 		client, err := handshake(ctx, conn, h.KnownAddr, cfg, timeout-time.Since(start), pr)
 		if err != nil {

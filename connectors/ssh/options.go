@@ -62,6 +62,10 @@ type Options struct {
 	// socket to use instead of $SSH_AUTH_SOCK ("none": no agent; "$VAR":
 	// the socket named by that variable).
 	IdentityAgent string
+	// ConnectionAttempts overrides ssh_config's ConnectionAttempts: how
+	// many TCP connects to try, a second apart, before giving up (ssh's
+	// default: 1). Hops started by agents try as often.
+	ConnectionAttempts int
 	// AddKeysToAgent overrides ssh_config's AddKeysToAgent: yes, no, ask
 	// or confirm, optionally followed by a lifetime (1h), or a lifetime
 	// alone. A key loaded from an identity file is then handed to the
