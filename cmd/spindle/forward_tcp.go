@@ -251,7 +251,8 @@ reaches a package mirror or a web server on your side.
 In -L and -R, either side may be a Unix socket path instead, as in ssh:
 -L /tmp/docker.sock:/var/run/docker.sock, -L 5432:/run/postgresql/.s.PGSQL.5432.
 A socket that Spindle creates (here, or on the target) is mode 0600,
-serves only its user (and root), and is removed at the end.
+serves only its user (and root), and is removed at the end; a stale one
+left by a killed run is replaced.
 PORT 0 picks a free port; the addresses are printed on standard error.
 It runs until interrupted (exit 0) or until the target is lost (exit 255).
 A connection that cannot be made is reported and closed; the others

@@ -1,9 +1,11 @@
 package tunnel
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -14,9 +16,14 @@ import (
 // mode is set just after the bind, a connection from any other user is
 // closed as soon as it is accepted (its credentials are checked). An
 // existing file at path is an error, as in ssh without
-// StreamLocalBindUnlink. Closing the listener removes the socket.
+// StreamLocalBindUnlink, unless it is a stale socket of this user's that
+// nothing listens on any more (left by a run that was killed), which is
+// replaced. Closing the listener removes the socket.
 func ListenUnixPrivate(path string) (net.Listener, error) {
 	ln, err := net.Listen("unix", path)
+	if err != nil && errors.Is(err, unix.EADDRINUSE) && removeStaleSocket(path) {
+		ln, err = net.Listen("unix", path)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -64,4 +71,26 @@ func peerUID(c net.Conn) (int, bool) {
 		return 0, false
 	}
 	return int(cred.Uid), true
+}
+
+// removeStaleSocket removes path if it is a socket owned by this user
+// that refuses connections: its listener is gone. Anything else (a
+// regular file, another user's socket, a live one) is left alone.
+func removeStaleSocket(path string) bool {
+	fi, err := os.Lstat(path)
+	if err != nil || fi.Mode()&os.ModeSocket == 0 {
+		return false
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); !ok || int(st.Uid) != os.Getuid() {
+		return false
+	}
+	c, err := net.Dial("unix", path)
+	if err == nil {
+		c.Close()
+		return false // alive
+	}
+	if !errors.Is(err, unix.ECONNREFUSED) {
+		return false
+	}
+	return os.Remove(path) == nil
 }
