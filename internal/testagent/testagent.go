@@ -7,8 +7,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
+	"time"
 )
 
 var (
@@ -41,7 +44,8 @@ func BuildPackage(pkg, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "spindle-test-")
+	removeOrphans()
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
 	if err != nil {
 		return "", err
 	}
@@ -65,4 +69,31 @@ func moduleRoot() (string, error) {
 		return "", fmt.Errorf("not inside the spindle module")
 	}
 	return filepath.Dir(mod), nil
+}
+
+// dirPrefix starts the temporary directories BuildPackage makes, followed
+// by the building process's pid.
+const dirPrefix = "spindle-test-"
+
+// removeOrphans removes the directories that test binaries which have
+// exited left behind. A TestMain ends in os.Exit (goleak's VerifyTestMain
+// does), so a test binary cannot remove the agent it built; the next one
+// does, instead of letting a binary per package and run pile up in $TMPDIR.
+// Directories without a pid (older builds) go once they are an hour old.
+func removeOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), dirPrefix+"*"))
+	for _, d := range dirs {
+		rest := strings.TrimPrefix(filepath.Base(d), dirPrefix)
+		pidPart, _, hasPid := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidPart)
+		if hasPid && err == nil && pid > 0 {
+			if syscall.Kill(pid, 0) == syscall.ESRCH {
+				os.RemoveAll(d)
+			}
+			continue
+		}
+		if fi, err := os.Stat(d); err == nil && fi.IsDir() && time.Since(fi.ModTime()) > time.Hour {
+			os.RemoveAll(d)
+		}
+	}
 }
