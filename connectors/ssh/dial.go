@@ -497,13 +497,12 @@ type kindError struct {
 func (e *kindError) Error() string   { return e.msg }
 func (e *kindError) Unwrap() []error { return e.kinds }
 
-// dialError turns a net.Dialer error into "connect to ADDR: REASON".
 // dialTCP connects to addr, trying attempts times a connectionRetry
 // apart as ssh does with ConnectionAttempts (a host still booting), each
 // try bounded by timeout. The last try's error is returned, saying how
 // many there were. took is how long the successful try took: ConnectTimeout
 // bounds it and the handshake together.
-func dialTCP(ctx context.Context, addr string, timeout time.Duration, attempts int, log *zap.Logger) (conn net.Conn, took time.Duration, err error) {
+func dialTCP(ctx context.Context, addr string, timeout time.Duration, attempts int, log *zap.Logger) (net.Conn, time.Duration, error) {
 	d := net.Dialer{Timeout: timeout}
 	for try := 1; ; try++ {
 		start := time.Now()
@@ -535,6 +534,7 @@ var (
 	}
 )
 
+// dialError turns a net.Dialer error into "connect to ADDR: REASON".
 func dialError(ctx context.Context, addr string, timeout time.Duration, err error) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("connect to %s: %w", addr, ctx.Err())
