@@ -18,7 +18,7 @@ func TestGzipChunks(t *testing.T) {
 	for i := range data {
 		data[i] = byte(rng.IntN(16)) // compressible, not trivially
 	}
-	gz, err := gzipChunks(data, gzip.DefaultCompression)
+	gz, err := gzipChunks(data, runtimeGzipLevel)
 	if err != nil {
 		t.Fatal(err)
 	}

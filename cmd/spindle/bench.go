@@ -377,7 +377,9 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
   via   via_true_seq (a command through two SSH hops vs 'ssh -J' over a
         warm ControlMaster, 0 and 10 ms per hop), via_connect_parallel_20
         (20 hops started through one agent at once vs one; also at 10 ms
-        per hop)
+        per hop), via_connect_cold (a hop whose target has no cached agent,
+        through a new intermediary that must compress its own binary, vs
+        the controller's own cold connect, ssh_connect_cold)
   files put_1m/100m (fs.PutFile vs 'ssh host cat > f', _scp, _sftp),
         get_1m/100m (fs.GetFile vs 'ssh host cat f > local', _scp),
         put_100m_via (one bastion hop vs 'scp -J'), copy_1m/100m_between

@@ -11,6 +11,7 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/sys"
 )
 
 // The "via" group of `spindle bench`: two SSH hops, the second made by the
@@ -65,10 +66,61 @@ func viaCases() []benchCase {
 			Base:    func(e *benchEnv, n int) (float64, error) { return e.viaConnect(ms, n, 1) },
 		})
 	}
+	// A cold hop through an agent: the intermediary has to deliver its own
+	// binary, which it holds only uncompressed, so it compresses it first.
+	// The baseline is the controller's own cold connect to the same
+	// target, which sends a compressed form it embeds.
+	for _, ms := range []int{0, 10} {
+		sfx := latencySuffix(ms)
+		cs = append(cs, benchCase{
+			Name: "via_connect_cold" + sfx, Group: "via", Latency: ms, Baseline: "ssh_connect_cold" + sfx, N: map[int]int{0: 5, 10: 3}[ms],
+			Spindle: func(e *benchEnv, n int) (float64, error) { return e.viaConnectCold(ms, n) },
+			Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleConnect(e.ctx, n, true) },
+		})
+	}
 	return cs
 }
 
 func init() { benchCases = append(benchCases, viaCases()...) }
+
+// viaConnectCold times n cold hops through path ms, each through a new
+// intermediary (a new controller and first hop, untimed), so that no
+// compressed copy of the agent survives from an earlier round, and with
+// the target's agent cache emptied after the first hop has started.
+func (e *benchEnv) viaConnectCold(ms, n int) (float64, error) {
+	p := e.sshPath(ms)
+	c, err := p.connector()
+	if err != nil {
+		return 0, err
+	}
+	var total time.Duration
+	for i := 0; i < n; i++ {
+		ctl := spindle.NewController(spindle.Options{})
+		d, err := func() (time.Duration, error) {
+			defer ctl.Close()
+			first, err := ctl.Connect(e.ctx, c)
+			if err != nil {
+				return 0, err
+			}
+			if err := p.b.paths[0].run(e.ctx, true, p.b.rmCmd); err != nil {
+				return 0, fmt.Errorf("empty the agent cache: %w", err)
+			}
+			o := p.opts
+			o.OwnConnection = true
+			t0 := time.Now()
+			hop, err := first.Connect(e.ctx, o)
+			if err == nil {
+				err = sys.Ping(e.ctx, hop)
+			}
+			return time.Since(t0), err
+		}()
+		if err != nil {
+			return 0, err
+		}
+		total += d
+	}
+	return float64(total.Nanoseconds()) / float64(n), nil
+}
 
 // viaParallel is how many hops via_connect_parallel_20 starts at once.
 const viaParallel = 20
