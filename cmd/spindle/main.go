@@ -23,6 +23,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -247,6 +248,23 @@ type session struct {
 	// every target's (connectAll), in order.
 	last  spindle.Connector
 	lasts []spindle.Connector
+	// hops are every target's connectors, in order (connectAll).
+	hops [][]spindle.Connector
+}
+
+// lastSSH is the last SSH hop of cx's chain (connect), whose ssh_config
+// settings that concern the user's side (EscapeChar) apply, as ssh's do
+// for the host it is given.
+func (s *session) lastSSH() (ssh.Options, bool) {
+	if len(s.hops) == 0 {
+		return ssh.Options{}, false
+	}
+	for i := len(s.hops[0]) - 1; i >= 0; i-- {
+		if so, ok := s.hops[0][i].(ssh.Options); ok {
+			return so, true
+		}
+	}
+	return ssh.Options{}, false
 }
 
 func (s *session) Close() {
@@ -299,8 +317,10 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 	connected := map[string]*spindle.Context{} // by the hops that lead to it
 	var cxs []*spindle.Context
 	var lasts []spindle.Connector
+	var hops [][]spindle.Connector
 	for _, c := range chains {
 		lasts = append(lasts, c.hops[len(c.hops)-1])
+		hops = append(hops, c.hops)
 		var cx *spindle.Context
 		for i, hop := range c.hops {
 			route := strings.Join(c.names[:i+1], "\x00")
@@ -322,7 +342,7 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 		}
 		cxs = append(cxs, cx)
 	}
-	return &session{ctl: ctl, log: log, lasts: lasts}, cxs, nil
+	return &session{ctl: ctl, log: log, lasts: lasts, hops: hops}, cxs, nil
 }
 
 // signalContext is cancelled by SIGINT, SIGTERM or SIGHUP; sig reports which

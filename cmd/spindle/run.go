@@ -124,7 +124,8 @@ func resultExitCode(res *exec.Result) int {
 
 func newShellCmd(g *globals) *cobra.Command {
 	var forward forwardFlags
-	return forwardFlag(&cobra.Command{
+	var escape string
+	c := forwardFlag(&cobra.Command{
 		Use:               "shell TARGET [-- CMD [ARGS...]]",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Open an interactive shell (or run CMD) on a terminal on the target",
@@ -132,10 +133,17 @@ func newShellCmd(g *globals) *cobra.Command {
 pseudo-terminal. The local terminal is put in raw mode and restored on exit;
 window size changes are forwarded. The exit status is the shell's.
 -L, -R and -D forward ports as 'spindle forward' does, for as long as the
-shell runs.`,
+shell runs.
+
+On a terminal, ssh's escape sequences work after a newline: ~. closes the
+connection (exit status 255), ~^Z suspends spindle, ~? lists them, ~~
+sends one ~. -e (or -o EscapeChar, or ssh_config's EscapeChar for the
+chain's last SSH hop) picks another character, ^X for a control
+character, or none.`,
 		Example: `  spindle shell web1
   spindle shell ssh:bastion,ssh:web1,setns:app1,sudo:postgres
-  spindle shell local -- top`,
+  spindle shell local -- top
+  spindle shell -e '^]' web1`,
 		Args: targetArgs(true),
 		RunE: func(c *cobra.Command, args []string) error {
 			argv := loginShell
@@ -148,6 +156,13 @@ shell runs.`,
 			if err != nil {
 				return err
 			}
+			flag := "-e"
+			if escape == "" {
+				escape, flag = g.conn.optionValue("EscapeChar"), "-o EscapeChar"
+			}
+			if _, _, err := parseEscapeChar(escape); escape != "" && err != nil {
+				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("%s: %w", flag, err)}
+			}
 			ctx, sig, stop := signalContext(c.Context())
 			defer stop()
 			s, err := g.connect(ctx, args[0])
@@ -155,18 +170,58 @@ shell runs.`,
 				return err
 			}
 			defer s.Close()
+			esc, err := s.escapeChar(ctx, escape)
+			if err != nil {
+				return err
+			}
 			stopFwd, err := g.startForwards(ctx, s, &forward, ports)
 			if err != nil {
 				return err
 			}
 			defer stopFwd()
-			res, err := runShell(ctx, s.cx, argv, g)
+			res, err := runShell(ctx, s.cx, argv, esc, g)
+			if errors.Is(err, errEscapeDisconnect) {
+				return &exitError{code: exitConnect, err: fmt.Errorf("connection to %s closed (%s.)", s.cx.Name(), escapeName(esc.c))}
+			}
 			return commandExit(res, err, sig())
 		},
 	}, &forward)
+	c.Flags().StringVarP(&escape, "escape", "e", "", "escape character on a terminal (like ssh -e): a character, ^X, or none; default: -o EscapeChar, ssh_config's, else ~")
+	return c
 }
 
-func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, g *globals) (*exec.Result, error) {
+// shellEscape is the escape character runShell acts on, if on.
+type shellEscape struct {
+	c  byte
+	on bool
+}
+
+// escapeChar resolves the shell's escape character: flag (-e, else -o
+// EscapeChar), else ssh_config's EscapeChar for the chain's last SSH
+// hop, else ~.
+func (s *session) escapeChar(ctx stdctx.Context, flag string) (shellEscape, error) {
+	v, where := flag, "-e"
+	if so, ok := s.lastSSH(); v == "" && ok {
+		cv, err := so.ConfigEscapeChar(ctx, s.log)
+		if err != nil {
+			return shellEscape{}, &connectError{err: fmt.Errorf("%s: ssh_config: %w", s.cx.Name(), err)}
+		}
+		v, where = cv, "ssh_config's EscapeChar for "+s.cx.Name()
+	}
+	if v == "" {
+		v = defaultEscapeChar
+	}
+	c, on, err := parseEscapeChar(v)
+	if err != nil {
+		return shellEscape{}, &exitError{code: exitFailure, err: fmt.Errorf("%s: %w", where, err)}
+	}
+	return shellEscape{c: c, on: on}, nil
+}
+
+// errEscapeDisconnect ends a shell closed by <escape>.
+var errEscapeDisconnect = errors.New("closed by the escape sequence")
+
+func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, esc shellEscape, g *globals) (*exec.Result, error) {
 	cmd := exec.Cmd{Argv: argv, PTY: true}
 	if t := os.Getenv("TERM"); t != "" {
 		cmd.Term = t
@@ -182,10 +237,13 @@ func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, g *globals
 			cmd.Rows, cmd.Cols = uint16(rows), uint16(cols)
 		}
 	}
+	ctx, cancel := stdctx.WithCancelCause(ctx)
+	defer cancel(nil)
 	p, err := exec.Start(ctx, cx, cmd)
 	if err != nil {
 		return nil, err
 	}
+	stdin := g.stdin
 	if isTTY {
 		old, err := term.MakeRaw(inFd)
 		if err != nil {
@@ -193,6 +251,22 @@ func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, g *globals
 			return nil, fmt.Errorf("put the terminal in raw mode: %w", err)
 		}
 		defer term.Restore(inFd, old) //nolint:errcheck // best effort
+		if esc.on {
+			stdin = newEscapeReader(stdin, esc.c, escapeActions{
+				// Cancelling the call kills the remote process group,
+				// as ssh's closing the channel hangs the shell up.
+				disconnect: func() { cancel(errEscapeDisconnect) },
+				suspend: func() {
+					term.Restore(inFd, old)                                  //nolint:errcheck // best effort
+					unix.Kill(os.Getpid(), unix.SIGTSTP)                     //nolint:errcheck // stops here until fg
+					term.MakeRaw(inFd)                                       //nolint:errcheck // as before the suspension
+					if cols, rows, err := term.GetSize(sizeFd); err == nil { // resized meanwhile?
+						p.Resize(uint16(rows), uint16(cols)) //nolint:errcheck // the shell may be gone
+					}
+				},
+				help: func(text string) { io.WriteString(g.stderr, text) }, //nolint:errcheck // the terminal
+			})
+		}
 	}
 	winch := make(chan os.Signal, 1)
 	if isTTY || outTTY {
@@ -215,13 +289,16 @@ func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, g *globals
 	}()
 	go func() {
 		in := p.Stdin()
-		io.Copy(in, g.stdin) //nolint:errcheck // the shell may exit first
+		io.Copy(in, stdin) //nolint:errcheck // the shell may exit first
 		in.Close()
 	}()
 	cerr := p.CopyOutput(g.stdout, g.stderr)
 	res, err := p.Wait()
 	if err == nil && cerr != nil {
 		err = cerr
+	}
+	if errors.Is(stdctx.Cause(ctx), errEscapeDisconnect) {
+		return res, errEscapeDisconnect
 	}
 	return res, err
 }

@@ -46,7 +46,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 // sshOptionNames are the -o keys the CLI understands.
 var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "CertificateFile", "ForwardAgent",
 	"AddKeysToAgent", "ConnectionAttempts", "User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
-	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv"}
+	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv", "EscapeChar"}
 
 // parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
 // values to a policy.
@@ -82,12 +82,8 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 	so.IdentityFiles = append(so.IdentityFiles, o.identities...)
 	batch := false
 	for _, kv := range o.sshOpts {
-		key, val, ok := strings.Cut(kv, "=")
+		key, val, ok := splitOption(kv)
 		if !ok {
-			key, val, ok = strings.Cut(strings.TrimSpace(kv), " ")
-		}
-		key, val = strings.TrimSpace(key), strings.TrimSpace(val)
-		if !ok || key == "" || val == "" {
 			return so, fmt.Errorf("-o %q: want KEY=VALUE", kv)
 		}
 		switch strings.ToLower(key) {
@@ -180,6 +176,11 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 				return so, err
 			}
 			batch = b
+		case "escapechar":
+			// The terminal's side (spindle shell), not the connection's.
+			if _, _, err := parseEscapeChar(val); err != nil {
+				return so, fmt.Errorf("-o %s: %w", key, err)
+			}
 		default:
 			return so, fmt.Errorf("-o %s: not supported (supported: %s)", key, strings.Join(sshOptionNames, ", "))
 		}
@@ -213,6 +214,29 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 		so.HostKeyPrompt = ask
 	}
 	return so, nil
+}
+
+// optionValue is the value of the last -o KEY=VALUE for key (any case),
+// or "".
+func (o *connectOptions) optionValue(key string) string {
+	v := ""
+	for _, kv := range o.sshOpts {
+		if k, val, ok := splitOption(kv); ok && strings.EqualFold(k, key) {
+			v = val
+		}
+	}
+	return v
+}
+
+// splitOption splits -o's KEY=VALUE (or "KEY VALUE", as ssh takes it);
+// ok is false unless both are there.
+func splitOption(kv string) (key, val string, ok bool) {
+	key, val, ok = strings.Cut(kv, "=")
+	if !ok {
+		key, val, ok = strings.Cut(strings.TrimSpace(kv), " ")
+	}
+	key, val = strings.TrimSpace(key), strings.TrimSpace(val)
+	return key, val, ok && key != "" && val != ""
 }
 
 // sshConnector is the connector of an ssh hop.

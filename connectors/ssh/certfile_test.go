@@ -65,9 +65,5 @@ func TestCertificateFile(t *testing.T) {
 		try(how, Options{Host: "plain"}, false)
 		try(how, Options{Host: "plain", CertificateFiles: []string{certPath}}, true)
 	}
-	check("ssh -G")
-	old := sshBinary
-	sshBinary = ""
-	defer func() { sshBinary = old }()
-	check("parsed")
+	bothParsers(t, check)
 }

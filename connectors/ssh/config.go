@@ -42,6 +42,7 @@ type hostConfig struct {
 	LocalForwards         []string // "LISTEN CONNECT", as ssh -G prints LocalForward
 	RemoteForwards        []string // "LISTEN CONNECT" (RemoteForward)
 	DynamicForwards       []string // "LISTEN" (DynamicForward)
+	EscapeChar            string   // as written or as ssh -G prints it ("~", "^]", "none"); "" unset
 	ProxyJump             string   // "" or "none": direct
 	ProxyCommand          string   // "" or "none": none; run by dialProxyCommand
 	HostKeyAlias          string
@@ -273,6 +274,24 @@ func unquote(s string) string {
 	return s
 }
 
+// unvisEscapeChar turns an EscapeChar as ssh -G prints it (vis(3)-encoded:
+// \^] for ^], \\ for a backslash, \ooo in octal) back into ssh_config's
+// syntax (^] or the character itself). ssh rejects those encoded forms in
+// a config file, so a value written by a user passes unchanged.
+func unvisEscapeChar(v string) string {
+	switch {
+	case len(v) == 3 && v[:2] == `\^`:
+		return v[1:]
+	case v == `\\`:
+		return `\`
+	case len(v) == 4 && v[0] == '\\':
+		if n, err := strconv.ParseUint(v[1:], 8, 8); err == nil {
+			return string([]byte{byte(n)})
+		}
+	}
+	return v
+}
+
 // set records one resolved keyword (lowercase). Unknown keywords are
 // ignored: they are for ssh, not for us.
 func (hc *hostConfig) set(key, val string, tk tokens) error {
@@ -326,6 +345,8 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		hc.RemoteForwards = append(hc.RemoteForwards, val)
 	case "dynamicforward":
 		hc.DynamicForwards = append(hc.DynamicForwards, val)
+	case "escapechar":
+		hc.EscapeChar = unvisEscapeChar(unquote(val))
 	case "addkeystoagent":
 		hc.AddKeysToAgent = val
 		if v := strings.ToLower(val); v == "no" || v == "false" {
@@ -604,7 +625,7 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	single := []string{"HostName", "User", "Port", "IdentitiesOnly", "ProxyJump", "ProxyCommand",
 		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
 		"ServerAliveInterval", "ServerAliveCountMax", "BatchMode", "PubkeyAuthentication",
-		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent", "ConnectionAttempts"}
+		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent", "ConnectionAttempts", "EscapeChar"}
 	vals := map[string]string{}
 	for _, k := range single {
 		v, err := get(k)

@@ -153,7 +153,7 @@ Host web1
 		IdentityFiles: []string{home + "/keys/web1.example.com-deploy"}, IdentitiesOnly: true, ProxyJump: "bastion",
 		StrictHostKeyChecking: "accept-new", UserKnownHostsFiles: []string{dir + "/kh1", dir + "/kh2"},
 		GlobalKnownHostsFiles: []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"},
-		ConnectTimeout:        5 * time.Second, ServerAliveInterval: 10 * time.Second, ServerAliveCountMax: 4, ConnectionAttempts: 1, Source: cfg}
+		ConnectTimeout:        5 * time.Second, ServerAliveInterval: 10 * time.Second, ServerAliveCountMax: 4, ConnectionAttempts: 1, EscapeChar: "~", Source: cfg}
 	if !reflect.DeepEqual(hc, want) {
 		t.Fatalf("got  %+v\nwant %+v", hc, want)
 	}
@@ -294,8 +294,38 @@ func TestConfigForwards(t *testing.T) {
 			t.Errorf("%s: got %+v, want %+v", how, got, want)
 		}
 	}
+	bothParsers(t, check)
+}
+
+// EscapeChar reads the same through ssh -G and the fallback parser: as
+// written, and ssh's ~ where the config sets none.
+func TestConfigEscapeChar(t *testing.T) {
+	cfg := filepath.Join(t.TempDir(), "config")
+	writeFile(t, cfg, "Host ctl\n  EscapeChar ^]\nHost quiet\n  EscapeChar none\nHost bs\n  EscapeChar \\\nHost pct\n  EscapeChar %\n")
+	check := func(how string) {
+		t.Helper()
+		for host, want := range map[string]string{"ctl": "^]", "quiet": "none", "other": "~", "bs": `\`, "pct": "%"} {
+			hc, err := resolveConfig(context.Background(), host, cfg, "", 0, zap.NewNop())
+			if err != nil {
+				t.Fatalf("%s: %v", how, err)
+			}
+			if hc.EscapeChar != want {
+				t.Errorf("%s: %s's EscapeChar %q, want %q", how, host, hc.EscapeChar, want)
+			}
+		}
+	}
+	bothParsers(t, check)
+}
+
+// bothParsers runs check with ssh_config read through ssh -G (when an
+// OpenSSH client is installed) and through the fallback parser, naming
+// each.
+func bothParsers(t *testing.T, check func(how string)) {
+	t.Helper()
 	if _, err := exec.LookPath("ssh"); err == nil {
 		check("ssh -G")
+	} else {
+		t.Log("no OpenSSH client: the fallback parser only")
 	}
 	old := sshBinary
 	sshBinary = ""

@@ -90,6 +90,7 @@ type settings struct {
 	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
 	addKeys        addKeys
 	forwards       Forwards // ssh_config's LocalForward, RemoteForward, DynamicForward
+	escapeChar     string   // ssh_config's EscapeChar; "" unset
 	proxyJump      string
 	proxyCommand   string // expanded; "" when proxyJump is set or none applies
 	proxySource    string // where proxyCommand came from, for messages
@@ -229,6 +230,7 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 	}
 	s.agentSocket = agentSocket(identityAgent)
 	s.forwards = configForwards(hc)
+	s.escapeChar = hc.EscapeChar
 	addKeys, where := hc.AddKeysToAgent, "ssh config ("+hc.Source+")"
 	if o.AddKeysToAgent != "" {
 		addKeys, where = o.AddKeysToAgent, "Options.AddKeysToAgent"

@@ -142,7 +142,7 @@ func TestAgentToForward(t *testing.T) {
 		for _, c := range cases {
 			c.o.ConfigFile, c.o.User = cfg, "u"
 			got, err := c.o.AgentToForward(context.Background(), nil)
-			if how == "parsed" && c.parserRefuses {
+			if how == "fallback parser" && c.parserRefuses {
 				if err == nil || !strings.Contains(err.Error(), "ForwardAgent") {
 					t.Errorf("%s, %s: %q, %v; want an error naming ForwardAgent", how, c.o.Host, got, err)
 				}
@@ -153,9 +153,5 @@ func TestAgentToForward(t *testing.T) {
 			}
 		}
 	}
-	check("ssh -G")
-	old := sshBinary
-	sshBinary = ""
-	defer func() { sshBinary = old }()
-	check("parsed")
+	bothParsers(t, check)
 }

@@ -167,6 +167,21 @@ func (o Options) ConfigForwards(ctx context.Context, log *zap.Logger) (Forwards,
 	return s.forwards, nil
 }
 
+// ConfigEscapeChar returns ssh_config's EscapeChar for this host as
+// written ("~", "^]", "none"), or "" when the config leaves ssh's
+// default. The connector has no use for it: a terminal client (spindle
+// shell) does.
+func (o Options) ConfigEscapeChar(ctx context.Context, log *zap.Logger) (string, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	s, err := o.settle(ctx, log)
+	if err != nil {
+		return "", err
+	}
+	return s.escapeChar, nil
+}
+
 // configForwards turns hc's forwardings into ssh's -L/-R/-D syntax.
 func configForwards(hc *hostConfig) Forwards {
 	var f Forwards
