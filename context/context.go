@@ -153,7 +153,7 @@ func (c *Context) request(ctx stdctx.Context, method string, args any) ([]byte, 
 }
 
 func (c *Context) sendError(err error) error {
-	if errors.Is(err, router.ErrNoRoute) || errors.Is(err, router.ErrClosed) {
+	if errors.Is(err, router.ErrNoRoute) || errors.Is(err, router.ErrClosed) || errors.Is(err, router.ErrLinkDown) {
 		why := err.Error()
 		if c.deadWhy != "" {
 			why = c.deadWhy

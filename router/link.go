@@ -141,9 +141,15 @@ func (l *Link) send(m *Message) error {
 	return nil
 }
 
+// deadErr explains err, a failed write or stream open on l: wrapping
+// ErrLinkDown, with why the link died, when it has (or its session has
+// shut down, which its reader has yet to see).
 func (l *Link) deadErr(err error) error {
 	if e := l.Err(); e != nil {
-		return e
+		return fmt.Errorf("%w: %v", ErrLinkDown, e)
+	}
+	if errors.Is(err, yamux.ErrSessionShutdown) {
+		return fmt.Errorf("%w: link to %s closed", ErrLinkDown, l.name)
 	}
 	return err
 }

@@ -96,6 +96,11 @@ var ErrNoRoute = errors.New("no route")
 // ErrClosed is returned after Close.
 var ErrClosed = errors.New("router closed")
 
+// ErrLinkDown is wrapped when a message or circuit could not go out on a
+// link that has died (its byte stream ended or broke), including in the
+// moment before the router has noticed and removed its routes.
+var ErrLinkDown = errors.New("link down")
+
 // New returns a router for context id.
 func New(id uint32, opts Options) *Router {
 	log := opts.Logger

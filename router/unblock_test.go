@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
 
@@ -134,4 +135,22 @@ func TestStreamSetForgetsCollectedStreams(t *testing.T) {
 		t.Fatal("a live stream was forgotten")
 	}
 	runtime.KeepAlive(keep)
+}
+
+// A link whose session has shut down, before the link itself has noticed
+// and after, refuses circuits and messages with ErrLinkDown, which callers
+// turn into a disconnected error naming the context: not a bare
+// "session shutdown".
+func TestDeadLinkErrorsAreLinkDown(t *testing.T) {
+	parent, child, release := linkPair(t)
+	close(release)
+	defer child.close(nil)
+	parent.sess.Close() // the session is gone; parent.close has not run
+	if _, err := parent.openStream(&Message{Dst: 1}); !errors.Is(err, ErrLinkDown) {
+		t.Errorf("circuit on a shut-down session: %v, want ErrLinkDown", err)
+	}
+	parent.close(nil)
+	if err := parent.send(&Message{Dst: 1}); !errors.Is(err, ErrLinkDown) || !strings.Contains(err.Error(), "link to child closed") {
+		t.Errorf("message on a closed link: %v, want ErrLinkDown saying why", err)
+	}
 }
