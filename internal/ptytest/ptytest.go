@@ -1,0 +1,111 @@
+// Package ptytest runs a program on a pseudo-terminal of its own for
+// tests: what a user would type goes in, and what it prints collects.
+package ptytest
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	osexec "os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/creack/pty"
+)
+
+// Wait bounds every wait for output or exit.
+const Wait = 20 * time.Second
+
+// Run is a program running on a terminal.
+type Run struct {
+	t    *testing.T
+	tty  *os.File
+	mu   sync.Mutex
+	out  bytes.Buffer
+	more chan struct{} // a token whenever output grows
+	done chan error
+}
+
+// Start starts cmd on a new 80x24 terminal; it is killed when t ends.
+func Start(t *testing.T, cmd *osexec.Cmd) *Run {
+	t.Helper()
+	tty, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 24, Cols: 80})
+	if err != nil {
+		t.Fatalf("start on a pty: %v", err)
+	}
+	r := &Run{t: t, tty: tty, more: make(chan struct{}, 1), done: make(chan error, 1)}
+	go func() {
+		buf := make([]byte, 4096)
+		for {
+			n, err := tty.Read(buf)
+			r.mu.Lock()
+			r.out.Write(buf[:n])
+			r.mu.Unlock()
+			select {
+			case r.more <- struct{}{}:
+			default:
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() { r.done <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		tty.Close()
+	})
+	return r
+}
+
+// Type writes s as if typed.
+func (r *Run) Type(s string) {
+	r.t.Helper()
+	if _, err := r.tty.Write([]byte(s)); err != nil {
+		r.t.Fatalf("type %q: %v", s, err)
+	}
+}
+
+// Output is everything printed so far.
+func (r *Run) Output() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.out.String()
+}
+
+// WaitFor waits until the output contains s.
+func (r *Run) WaitFor(s string) { r.t.Helper(); r.WaitForN(s, 1) }
+
+// WaitForN waits until the output contains s n times (not overlapping).
+func (r *Run) WaitForN(s string, n int) {
+	r.t.Helper()
+	deadline := time.After(Wait)
+	for strings.Count(r.Output(), s) < n {
+		select {
+		case <-r.more:
+		case <-deadline:
+			r.t.Fatalf("no %q in the output after %v:\n%q", s, Wait, r.Output())
+		}
+	}
+}
+
+// ExitCode waits for the program to exit and returns its status.
+func (r *Run) ExitCode() int {
+	r.t.Helper()
+	select {
+	case err := <-r.done:
+		var ee *osexec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode()
+		}
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return 0
+	case <-time.After(Wait):
+		r.t.Fatalf("still running after %v; output:\n%q", Wait, r.Output())
+	}
+	return -1
+}
