@@ -85,6 +85,7 @@ fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/agentfwd -run '^$$' -fuzz '^FuzzForwardedRequests$$' -fuzztime $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./cmd/spindle -run '^$$' -fuzz '^FuzzSOCKS$$' -fuzztime $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/tunnel -run '^$$' -fuzz '^FuzzHeader$$' -fuzztime $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./internal/daemonproto -run '^$$' -fuzz '^FuzzReadMsg$$' -fuzztime $(FUZZTIME)
 
 clean:
 	rm -rf bin $(AGENTS_DIR)/spindle-agent-*

@@ -365,7 +365,8 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         delaying TCP proxy in front of sshd, 5 ms each way; rows *_10ms):
         ssh_true_seq (exec.Run true through one connection vs OpenSSH
         with a warm ControlMaster), ssh_true_seq_xcrypto (vs x/crypto/ssh,
-        a session per command), ssh_connect_cached (connect + first call
+        a session per command), cli_true_persist (the CLI, one process
+        per command: 'spindle run --persist' vs ssh over its master), ssh_connect_cached (connect + first call
         vs a fresh 'ssh host true'), ssh_connect_cold (the same with the
         agent cache emptied first, vs a fresh ssh piping the same
         compressed agent into 'zstd -dc' or 'gzip -dc' (agent_format

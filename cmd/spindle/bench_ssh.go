@@ -72,6 +72,11 @@ func sshCases() []benchCase {
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).xcryptoTrue(e.ctx, n) },
 			},
 			benchCase{
+				Name: "cli_true_persist" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_controlmaster" + sfx, N: n / 2,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).cliPersistTrue(e.ctx, n) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).controlMasterTrue(e.ctx, n) },
+			},
+			benchCase{
 				Name: "ssh_connect_cached" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_fresh_true" + sfx, N: nc,
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleConnect(e.ctx, n, false) },
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).freshTrue(e.ctx, n) },
@@ -160,6 +165,10 @@ type sshPath struct {
 	// sshArgs precede the destination in every OpenSSH command line.
 	sshArgs []string
 	dest    string
+	// cliArgs are spindle's flags and TARGET for the same destination,
+	// for rows that run the CLI itself.
+	cliArgs []string
+	cliRT   string // the CLI rows' XDG_RUNTIME_DIR, where their daemon lives
 
 	ctl  *spindle.Controller
 	cx   *spindle.Context
@@ -271,7 +280,7 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		// already, whatever the throwaway user's dirs may share.
 		src := bootstrap.Salted(bootstrap.Default())
 		for ms, alias := range map[int]string{0: benchAlias, 10: benchAlias10ms} {
-			p := &sshPath{b: b, ms: ms, sshArgs: []string{"-F", cfg}, dest: alias}
+			p := &sshPath{b: b, ms: ms, sshArgs: []string{"-F", cfg}, dest: alias, cliArgs: []string{"-F", cfg, alias}}
 			p.opts, p.err = copts.sshOptions(sshAddr{Host: alias})
 			p.opts.Agent = src
 			b.paths[ms] = p
@@ -294,6 +303,7 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 			return nil, &usageError{cmd: "spindle bench", err: err}
 		}
 		p0.sshArgs, p0.dest = openSSHArgs(&g.conn, a)
+		p0.cliArgs = append(spindleConnFlags(&g.conn), f.target)
 		b.paths[0] = p0
 		res, err := sshResolve(p0.sshArgs, p0.dest)
 		if err != nil {
@@ -321,7 +331,7 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		if err := os.WriteFile(cfg, []byte(conf.String()), 0o600); err != nil {
 			return nil, err
 		}
-		p10 := &sshPath{b: b, ms: 10, sshArgs: []string{"-F", cfg}, dest: benchAlias10ms}
+		p10 := &sshPath{b: b, ms: 10, sshArgs: []string{"-F", cfg}, dest: benchAlias10ms, cliArgs: []string{"-F", cfg, benchAlias10ms}}
 		copts := &connectOptions{configFile: cfg, passwordEnv: g.conn.passwordEnv, interactive: g.conn.interactive}
 		p10.opts, p10.err = copts.sshOptions(sshAddr{Host: benchAlias10ms})
 		b.paths[10] = p10
@@ -586,6 +596,69 @@ func (p *sshPath) controlMasterTrue(ctx stdctx.Context, n int) (float64, error) 
 	return timePerOp(n, func() error { return p.run(ctx, true, "true") })
 }
 
+// cliPersistTrue runs true through the spindle CLI with --persist, one
+// process per command as a script runs it, in a runtime dir of the
+// bench's own (its daemon's); the first run, which starts the daemon and
+// connects, is not timed.
+func (p *sshPath) cliPersistTrue(ctx stdctx.Context, n int) (float64, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	if p.cliRT == "" {
+		rt := filepath.Join(p.b.dir, fmt.Sprintf("rt%d", p.ms))
+		if err := os.Mkdir(rt, 0o700); err != nil {
+			return 0, err
+		}
+		p.cliRT = rt
+	}
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, PersistEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	env = append(env, "XDG_RUNTIME_DIR="+p.cliRT)
+	flags, target := p.cliArgs[:len(p.cliArgs)-1], p.cliArgs[len(p.cliArgs)-1]
+	args := append(append([]string{}, flags...), "run", "--persist", "5m", target, "--", "true")
+	run := func() error {
+		cmd := osexec.CommandContext(ctx, exe, args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("spindle %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+		return nil
+	}
+	if err := run(); err != nil {
+		return 0, err
+	}
+	return timePerOp(n, run)
+}
+
+// spindleConnFlags are the CLI flags that give o.
+func spindleConnFlags(o *connectOptions) []string {
+	var args []string
+	if o.configFile != "" {
+		args = append(args, "-F", o.configFile)
+	}
+	for _, id := range o.identities {
+		args = append(args, "-i", id)
+	}
+	for _, kv := range o.sshOpts {
+		args = append(args, "-o", kv)
+	}
+	if o.hostKeyPolicy != "" {
+		args = append(args, "--host-key-policy", o.hostKeyPolicy)
+	}
+	if o.passwordEnv != "" {
+		args = append(args, "--password-env", o.passwordEnv)
+	}
+	return args
+}
+
 func (p *sshPath) freshTrue(ctx stdctx.Context, n int) (float64, error) {
 	return timePerOp(n, func() error { return p.run(ctx, false, "true") })
 }
@@ -726,6 +799,9 @@ func (p *sshPath) dialXCrypto(ctx stdctx.Context) (*xssh.Client, error) {
 }
 
 func (p *sshPath) close() {
+	if p.cliRT != "" {
+		stopDaemons(p.cliRT)
+	}
 	if p.xc != nil {
 		p.xc.Close()
 	}

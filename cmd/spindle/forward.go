@@ -46,6 +46,34 @@ func (g *globals) startForwards(ctx stdctx.Context, s *session, f *forwardFlags,
 	}, nil
 }
 
+// agentToForward is the socket of the ssh-agent to forward to s's
+// target ("" for none), found once per session and flag: the daemon runs
+// many commands on one session, and ssh_config is read through ssh -G.
+func (s *session) agentToForward(ctx stdctx.Context, flagA bool) (string, error) {
+	s.fwdMu.Lock()
+	defer s.fwdMu.Unlock()
+	if sock, ok := s.fwdSock[flagA]; ok {
+		return sock, nil
+	}
+	var sock string
+	if so, ok := s.last.(ssh.Options); ok {
+		if flagA {
+			so.ForwardAgent = "yes"
+		}
+		var err error
+		if sock, err = so.AgentToForward(ctx, s.log); err != nil {
+			return "", &connectError{err: fmt.Errorf("%s: ForwardAgent: %w", s.cx.Name(), err)}
+		}
+	} else if flagA {
+		sock = os.Getenv("SSH_AUTH_SOCK")
+	}
+	if s.fwdSock == nil {
+		s.fwdSock = map[bool]string{}
+	}
+	s.fwdSock[flagA] = sock
+	return sock, nil
+}
+
 // startForwarding forwards the ssh-agent to s's target when -A was given,
 // or when the last hop is SSH and ssh_config (or -o) says ForwardAgent for
 // it, as ssh would; it returns what ends the forwarding. The agent is the
@@ -53,16 +81,9 @@ func (g *globals) startForwards(ctx stdctx.Context, s *session, f *forwardFlags,
 // and no agent here it warns and goes on without (ssh does so quietly).
 func (g *globals) startForwarding(ctx stdctx.Context, s *session, flagA bool) (stop func(), err error) {
 	noop := func() {}
-	var sock string
-	if so, ok := s.last.(ssh.Options); ok {
-		if flagA {
-			so.ForwardAgent = "yes"
-		}
-		if sock, err = so.AgentToForward(ctx, s.log); err != nil {
-			return nil, &connectError{err: fmt.Errorf("%s: ForwardAgent: %w", s.cx.Name(), err)}
-		}
-	} else if flagA {
-		sock = os.Getenv("SSH_AUTH_SOCK")
+	sock, err := s.agentToForward(ctx, flagA)
+	if err != nil {
+		return nil, err
 	}
 	if sock == "" {
 		if flagA {

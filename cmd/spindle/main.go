@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -50,6 +51,11 @@ type globals struct {
 
 	stdin          io.Reader
 	stdout, stderr io.Writer
+	// logOut, if set, takes the logs instead of stderr: the daemon's
+	// connections outlive the command whose stderr they began with.
+	logOut io.Writer
+	// persist is --persist (run through the daemon; 0: not).
+	persist time.Duration
 }
 
 func main() {
@@ -65,7 +71,12 @@ func execute(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root.SetIn(stdin)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.Execute()
+	return g.report(root.Execute(), stderr)
+}
+
+// report prints what the user should read about err on stderr and
+// returns the exit status it means.
+func (g *globals) report(err error, stderr io.Writer) int {
 	code := exitCode(err)
 	if err != nil && !errors.Is(err, errSilent) {
 		var ee *exitError
@@ -133,7 +144,7 @@ host key failures exit with 255, like ssh.`,
 	g.conn.addFlags(pf)
 
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newPingCmd(g), newInfoCmd(g), newBenchCmd(g), newVersionCmd(g))
-	root.AddCommand(newCpCmd(g), newForwardCmd(g))
+	root.AddCommand(newCpCmd(g), newForwardCmd(g), newDaemonCmd(g))
 	return root
 }
 
@@ -234,7 +245,11 @@ func (g *globals) logger() *zap.Logger {
 	level := slog.LevelFor(g.verbose)
 	enc := zap.NewDevelopmentEncoderConfig()
 	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
-	w := zapcore.AddSync(g.stderr)
+	out := g.stderr
+	if g.logOut != nil {
+		out = g.logOut
+	}
+	w := zapcore.AddSync(out)
 	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(w), level)
 	return zap.New(core)
 }
@@ -250,6 +265,9 @@ type session struct {
 	lasts []spindle.Connector
 	// hops are every target's connectors, in order (connectAll).
 	hops [][]spindle.Connector
+
+	fwdMu   sync.Mutex
+	fwdSock map[bool]string // agentToForward's answers, by -A
 }
 
 // lastSSH is the last SSH hop of cx's chain (connect), whose ssh_config

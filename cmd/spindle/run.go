@@ -21,7 +21,7 @@ var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var forward forwardFlags
-	return forwardFlag(&cobra.Command{
+	c := forwardFlag(&cobra.Command{
 		Use:               "run TARGET -- CMD [ARGS...]",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Run a command on the target, streaming stdin, stdout and stderr",
@@ -30,7 +30,15 @@ half-closes the remote stdin), standard output and error are passed through
 as they are produced, and the exit status is the command's (128+N when a
 signal N killed it). Ctrl-C or SIGTERM kills the remote process group.
 Connection failures exit with 255, like ssh. -L, -R and -D forward ports
-as 'spindle forward' does, for as long as the command runs.`,
+as 'spindle forward' does, for as long as the command runs.
+
+--persist DURATION (or SPINDLE_PERSIST=DURATION) keeps the connection
+open after the command, like ssh's ControlPersist: the next run with the
+same target, flags and environment within DURATION of the last one runs
+on it at once. A background 'spindle daemon' of this user keeps it (its
+socket is private to the user), started by the first such run; questions
+(passwords, host keys) are still asked on the terminal of the command
+that connects. Not with -L, -R or -D.`,
 		Example: `  spindle run local -- uname -a
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
@@ -52,6 +60,11 @@ as 'spindle forward' does, for as long as the command runs.`,
 			if err != nil {
 				return err
 			}
+			if g.persist > 0 && ports.empty() {
+				if handled, err := g.runPersistent(args[0], args[1:], forward.agent); handled {
+					return err
+				}
+			}
 			ctx, sig, stop := signalContext(c.Context())
 			defer stop()
 			s, err := g.connect(ctx, args[0])
@@ -68,6 +81,8 @@ as 'spindle forward' does, for as long as the command runs.`,
 			return commandExit(res, err, sig())
 		},
 	}, &forward)
+	c.Flags().DurationVar(&g.persist, "persist", persistDefault(), "keep the connection open this long after the command, for the next one (like ssh's ControlPersist; default $"+PersistEnv+", else 0: not)")
+	return c
 }
 
 // runStreaming runs cmd through exec.Start: stdin is copied to the process
@@ -78,6 +93,11 @@ func runStreaming(ctx stdctx.Context, cx *spindle.Context, cmd exec.Cmd, stdin i
 	if err != nil {
 		return nil, err
 	}
+	return streamProcess(p, stdin, stdout, stderr)
+}
+
+// streamProcess is runStreaming once the process has started.
+func streamProcess(p *exec.Process, stdin io.Reader, stdout, stderr io.Writer) (*exec.Result, error) {
 	if stdin != nil {
 		go func() {
 			in := p.Stdin()

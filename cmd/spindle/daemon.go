@@ -1,0 +1,443 @@
+package main
+
+import (
+	"bytes"
+	stdctx "context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/yamux"
+	"github.com/spf13/cobra"
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/internal/daemonproto"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/tunnel"
+	"github.com/spindle-rpc/spindle/version"
+	"go.uber.org/zap"
+)
+
+// The daemon keeps the connections of `spindle run --persist` open
+// between commands, like OpenSSH's ControlPersist: the first command
+// starts it (in the background, with the command's environment), and
+// every later one with the same environment and connection flags runs on
+// the connection and agents already there, for the price of one call.
+// It exits once no command has run for the persist time.
+
+// daemonYamux is the yamux configuration of a client's session: a local
+// socket, so no keepalive (a client that dies closes it).
+func daemonYamux() *yamux.Config {
+	cfg := yamux.DefaultConfig()
+	cfg.EnableKeepAlive = false
+	cfg.LogOutput = io.Discard
+	cfg.StreamOpenTimeout = 0
+	return cfg
+}
+
+func newDaemonCmd(g *globals) *cobra.Command {
+	var socket, logFile string
+	var idle time.Duration
+	var readyFd int
+	c := &cobra.Command{
+		Use:   "daemon --socket PATH",
+		Short: "Keep connections open between commands (started by run --persist)",
+		Long: `Serve 'spindle run --persist' commands on the Unix socket PATH, keeping
+their connections and agents open between commands until none has run for
+--idle. 'spindle run --persist DURATION' (or SPINDLE_PERSIST=DURATION)
+starts it by itself when it is not running; run it by hand only to watch
+its logs (-v).`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if socket == "" {
+				return &usageError{cmd: c.CommandPath(), err: errors.New("--socket is required")}
+			}
+			if logFile != "" {
+				f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				g.stderr = f
+			}
+			var ready *os.File
+			if readyFd > 0 {
+				ready = os.NewFile(uintptr(readyFd), "ready")
+			}
+			d := newDaemonServer(g.stderr, g.logger(), g.verbose, idle)
+			return d.run(socket, ready)
+		},
+	}
+	c.Flags().StringVar(&socket, "socket", "", "the Unix socket to serve")
+	c.Flags().DurationVar(&idle, "idle", 10*time.Minute, "exit when no command has run for this long")
+	c.Flags().StringVar(&logFile, "log", "", "append logs to this file instead of stderr")
+	c.Flags().IntVar(&readyFd, "ready-fd", 0, "write \"ok\" (or why not) to this descriptor once serving")
+	c.Flags().MarkHidden("ready-fd") //nolint:errcheck // it exists
+	return c
+}
+
+// daemonServer runs clients' commands on connections it keeps by key.
+type daemonServer struct {
+	log     *zap.Logger
+	logOut  io.Writer // where the kept connections log
+	verbose int
+
+	mu       sync.Mutex
+	sessions map[string]*daemonSession
+	active   int           // commands running
+	idle     time.Duration // the latest client's persist time
+	idleT    *time.Timer
+	quit     chan struct{} // closed when the daemon should stop
+	quitOnce sync.Once
+}
+
+// daemonSession is one kept connection; mu is held while connecting, so
+// that clients asking for the same one at once make one connection.
+type daemonSession struct {
+	mu sync.Mutex
+	s  *session
+}
+
+func newDaemonServer(logOut io.Writer, log *zap.Logger, verbose int, idle time.Duration) *daemonServer {
+	return &daemonServer{log: log, logOut: logOut, verbose: verbose, idle: idle, sessions: map[string]*daemonSession{}, quit: make(chan struct{})}
+}
+
+func (d *daemonServer) stop() { d.quitOnce.Do(func() { close(d.quit) }) }
+
+// run serves socket until idle or a signal; ready hears "ok" once the
+// socket listens, or why it cannot ("busy" when another daemon serves it).
+func (d *daemonServer) run(socket string, ready *os.File) error {
+	say := func(s string) {
+		if ready != nil {
+			fmt.Fprintln(ready, s)
+			ready.Close()
+			ready = nil
+		}
+	}
+	ln, err := tunnel.ListenUnixPrivate(socket)
+	if err != nil {
+		if c, derr := net.Dial("unix", socket); derr == nil {
+			c.Close()
+			say("busy")
+			return nil
+		}
+		say(err.Error())
+		return err
+	}
+	defer ln.Close()
+	// The pid beside the socket: kill it to close every kept connection.
+	pidFile := socket + ".pid"
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o600); err != nil {
+		say(err.Error())
+		return err
+	}
+	defer os.Remove(pidFile)
+	d.mu.Lock()
+	d.idleT = time.AfterFunc(d.idle, d.expire)
+	d.mu.Unlock()
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	defer signal.Stop(sigs)
+	signal.Ignore(syscall.SIGHUP) // started by a terminal's command, it outlives it
+	go func() {
+		select {
+		case <-sigs:
+			d.stop()
+		case <-d.quit:
+		}
+		ln.Close()
+	}()
+	d.log.Info("daemon serving", zap.String("socket", socket), zap.Duration("idle", d.idle))
+	say("ok")
+	var wg sync.WaitGroup
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			d.serve(conn)
+		}()
+	}
+	d.stop()
+	wg.Wait()
+	d.mu.Lock()
+	for _, ds := range d.sessions {
+		if ds.s != nil {
+			ds.s.Close()
+		}
+	}
+	d.mu.Unlock()
+	d.log.Info("daemon stopped")
+	return nil
+}
+
+// expire stops the daemon if no command runs.
+func (d *daemonServer) expire() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.active == 0 {
+		d.stop()
+	}
+}
+
+func (d *daemonServer) begin(persist time.Duration) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active++
+	if persist > 0 {
+		d.idle = persist
+	}
+	d.idleT.Stop()
+}
+
+func (d *daemonServer) end() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.active--
+	if d.active == 0 {
+		d.idleT.Reset(d.idle)
+	}
+}
+
+// clientStreams are a client's four streams.
+type clientStreams struct {
+	control, stdin, stdout, stderr net.Conn
+}
+
+// acceptStreams accepts the client's four streams and sorts them by
+// their role byte.
+func acceptStreams(ys *yamux.Session) (*clientStreams, error) {
+	var cs clientStreams
+	slots := map[daemonproto.Role]*net.Conn{daemonproto.RoleControl: &cs.control, daemonproto.RoleStdin: &cs.stdin,
+		daemonproto.RoleStdout: &cs.stdout, daemonproto.RoleStderr: &cs.stderr}
+	for range slots {
+		st, err := ys.Accept()
+		if err != nil {
+			return nil, err
+		}
+		var role [1]byte
+		if _, err := io.ReadFull(st, role[:]); err != nil {
+			return nil, err
+		}
+		slot, ok := slots[daemonproto.Role(role[0])]
+		if !ok || *slot != nil {
+			return nil, fmt.Errorf("unexpected stream role %q", role[0])
+		}
+		*slot = st
+	}
+	return &cs, nil
+}
+
+// serve runs one client's command.
+func (d *daemonServer) serve(conn net.Conn) {
+	defer conn.Close()
+	ys, err := yamux.Server(conn, daemonYamux())
+	if err != nil {
+		return
+	}
+	defer ys.Close()
+	cs, err := acceptStreams(ys)
+	if err != nil {
+		d.log.Warn("daemon client refused", zap.Error(err))
+		return
+	}
+	m, err := daemonproto.ReadMsg(cs.control)
+	if err != nil || m.Kind != daemonproto.KindRun {
+		d.log.Warn("daemon client refused: no run request", zap.Error(err))
+		return
+	}
+	d.begin(time.Duration(m.Run.PersistNS))
+	defer d.end()
+	ctx, cancel := stdctx.WithCancel(stdctx.Background())
+	defer cancel()
+	cl := &daemonClient{streams: cs, answers: make(chan *daemonproto.Msg, 1), cancel: cancel, gone: make(chan struct{})}
+	go cl.readControl()
+	code, text := d.runFor(ctx, m.Run, cl)
+	cs.stdout.Close()
+	cs.stderr.Close()
+	cl.write(&daemonproto.Msg{Kind: daemonproto.KindExit, Code: code, Text: text}) //nolint:errcheck // the client may be gone
+	// The client closes the session once it has the exit: closing it here
+	// first could drop the frame.
+	select {
+	case <-cl.gone:
+	case <-time.After(5 * time.Second):
+	}
+}
+
+// daemonClient is the daemon's side of one client's control stream.
+type daemonClient struct {
+	streams *clientStreams
+	wmu     sync.Mutex
+	answers chan *daemonproto.Msg
+	cancel  stdctx.CancelFunc
+	signal  syscall.Signal // the client's Ctrl-C or kill, once
+	sigMu   sync.Mutex
+	gone    chan struct{} // closed when the client's control stream ends
+}
+
+func (c *daemonClient) write(m *daemonproto.Msg) error {
+	c.wmu.Lock()
+	defer c.wmu.Unlock()
+	return daemonproto.WriteMsg(c.streams.control, m)
+}
+
+// readControl handles the client's frames: answers go to whoever asked,
+// a signal cancels the command. The client's going away cancels it too.
+func (c *daemonClient) readControl() {
+	defer close(c.gone)
+	defer c.cancel()
+	for {
+		m, err := daemonproto.ReadMsg(c.streams.control)
+		if err != nil {
+			close(c.answers)
+			return
+		}
+		switch m.Kind {
+		case daemonproto.KindAnswer:
+			select {
+			case c.answers <- m:
+			default: // nobody asked
+			}
+		case daemonproto.KindSignal:
+			c.sigMu.Lock()
+			if c.signal == 0 {
+				c.signal = syscall.Signal(m.Signal)
+			}
+			c.sigMu.Unlock()
+			c.cancel()
+		}
+	}
+}
+
+func (c *daemonClient) sig() syscall.Signal {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	return c.signal
+}
+
+// ask puts a question to the client's user.
+func (c *daemonClient) ask(ctx stdctx.Context, text string, echo bool) (string, error) {
+	if err := c.write(&daemonproto.Msg{Kind: daemonproto.KindPrompt, Text: text, Echo: echo}); err != nil {
+		return "", err
+	}
+	select {
+	case m, ok := <-c.answers:
+		if !ok {
+			return "", errors.New("the client went away")
+		}
+		if m.Err != "" {
+			return "", errors.New(m.Err)
+		}
+		return m.Text, nil
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// sessionKey names a connection: the same target through the same flags.
+func sessionKey(r *daemonproto.Run) string {
+	return fmt.Sprintf("%q", []any{r.Via, r.Target, r.ConfigFile, r.Identities, r.Options, r.HostKeyPolicy,
+		r.PasswordEnv, r.BecomePasswordEnv, r.AskBecomePass})
+}
+
+// runFor runs r's command on its kept connection (made now if there is
+// none, or if it died) and returns the CLI's exit status and what the CLI
+// would have printed on stderr.
+func (d *daemonServer) runFor(ctx stdctx.Context, r *daemonproto.Run, cl *daemonClient) (int, string) {
+	if r.Version != version.Version {
+		return exitConnect, fmt.Sprintf("spindle: the daemon is version %s, this spindle %s\n", version.Version, r.Version)
+	}
+	g := &globals{verbose: d.verbose, timeout: time.Duration(r.TimeoutNS), via: r.Via,
+		stdin: cl.streams.stdin, stdout: cl.streams.stdout, stderr: cl.streams.stderr, logOut: d.logOut}
+	g.conn = connectOptions{configFile: r.ConfigFile, identities: r.Identities, sshOpts: r.Options,
+		hostKeyPolicy: r.HostKeyPolicy, passwordEnv: r.PasswordEnv, interactive: r.Interactive,
+		become: becomeOptions{passwordEnv: r.BecomePasswordEnv, ask: r.AskBecomePass},
+		prompt: func(p string) (string, error) { return cl.ask(ctx, p, false) },
+		ask:    func(q string) (string, error) { return cl.ask(ctx, q, true) }}
+	err := d.runOn(ctx, g, r, cl)
+	var msg bytes.Buffer
+	code := g.report(err, &msg)
+	return code, msg.String()
+}
+
+func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient) error {
+	key := sessionKey(r)
+	d.mu.Lock()
+	ds := d.sessions[key]
+	if ds == nil {
+		ds = &daemonSession{}
+		d.sessions[key] = ds
+	}
+	d.mu.Unlock()
+
+	// A kept connection may have died since (the network, the agent
+	// killed): a command that cannot start on it gets a new one, once.
+	var s *session
+	var p *exec.Process
+	for attempt := 0; p == nil; attempt++ {
+		var reused bool
+		var err error
+		s, reused, err = d.sessionFor(ctx, g, ds, r.Target)
+		if err != nil {
+			return err
+		}
+		p, err = exec.Start(ctx, s.cx, exec.Cmd{Argv: r.Argv})
+		if err != nil {
+			if !reused || attempt > 0 || !errors.Is(err, spindle.ErrDisconnected) {
+				return commandExit(nil, err, cl.sig())
+			}
+			d.log.Info("daemon: kept connection lost", zap.String("target", r.Target), zap.Error(err))
+			d.drop(ds, s)
+		}
+	}
+	stopFwd, err := g.startForwards(ctx, s, &forwardFlags{agent: r.ForwardAgent}, portSpecs{})
+	if err != nil {
+		p.Close()
+		return err
+	}
+	defer stopFwd()
+	cl.write(&daemonproto.Msg{Kind: daemonproto.KindStarted}) //nolint:errcheck // a client gone cancels ctx
+	res, err := streamProcess(p, g.stdin, g.stdout, g.stderr)
+	return commandExit(res, err, cl.sig())
+}
+
+// sessionFor returns ds's connection, made now with g's flags if there is
+// none or it died; reused says it was there.
+func (d *daemonServer) sessionFor(ctx stdctx.Context, g *globals, ds *daemonSession, target string) (s *session, reused bool, err error) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if ds.s != nil {
+		select {
+		case <-ds.s.cx.Done():
+			d.log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(ds.s.cx.Err()))
+			ds.s.Close()
+			ds.s = nil
+		default:
+			return ds.s, true, nil
+		}
+	}
+	if ds.s, err = g.connect(ctx, target); err != nil {
+		return nil, false, err
+	}
+	d.log.Info("daemon: connected", zap.String("target", target))
+	return ds.s, false, nil
+}
+
+// drop closes s, ds's connection unless another command replaced it.
+func (d *daemonServer) drop(ds *daemonSession, s *session) {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if ds.s == s {
+		ds.s = nil
+	}
+	s.Close()
+}

@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// persistEnv is an environment whose daemon is the test's own: its socket
+// goes in a runtime dir of the test's, and the daemon is killed at the
+// end (through the pid file beside its socket).
+func persistEnv(t *testing.T) []string {
+	t.Helper()
+	rt := t.TempDir()
+	t.Cleanup(func() { stopDaemons(rt) })
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, PersistEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return append(env, "XDG_RUNTIME_DIR="+rt)
+}
+
+// spindleEnv runs the built CLI with env and stdin; it fails t after a
+// minute rather than hang.
+func spindleEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+	cmd.Env = env
+	var out, errb bytes.Buffer
+	cmd.Stdin = strings.NewReader(stdin)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Run()
+	var ee *osexec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatalf("spindle %v: %v", args, err)
+	}
+	return out.String(), errb.String(), code
+}
+
+// Two runs with --persist share one agent (the command's parent); a run
+// without it has its own. Streams and exit statuses pass as without.
+func TestPersistReusesTheConnection(t *testing.T) {
+	env := persistEnv(t)
+	parent := []string{"--", "sh", "-c", "echo $PPID"}
+	first, errs, code := spindleEnv(t, env, "", append([]string{"-v", "run", "--persist", "1m", "local"}, parent...)...)
+	if code != 0 || !strings.Contains(errs, "through the daemon") {
+		t.Fatalf("first run: exit %d, stderr:\n%s", code, errs)
+	}
+	second, _, _ := spindleEnv(t, env, "", append([]string{"run", "--persist", "1m", "local"}, parent...)...)
+	if first == "" || second != first {
+		t.Errorf("the agent of the second run is %q, of the first %q: want the same", second, first)
+	}
+	alone, _, _ := spindleEnv(t, env, "", append([]string{"run", "local"}, parent...)...)
+	if alone == first {
+		t.Errorf("a run without --persist used the daemon's agent %q", alone)
+	}
+	// SPINDLE_PERSIST does what --persist does.
+	viaEnv, _, _ := spindleEnv(t, append(env, PersistEnv+"=1m"), "", append([]string{"run", "local"}, parent...)...)
+	if viaEnv != first {
+		t.Errorf("with %s the agent is %q, want the daemon's %q", PersistEnv, viaEnv, first)
+	}
+
+	out, errs, code := spindleEnv(t, env, "in\n", "run", "--persist", "1m", "local", "--", "sh", "-c", "cat; echo err >&2; exit 3")
+	if out != "in\n" || errs != "err\n" || code != 3 {
+		t.Errorf("stdin to stdout, stderr, exit: %q, %q, %d; want \"in\\n\", \"err\\n\", 3", out, errs, code)
+	}
+	_, errs, code = spindleEnv(t, env, "", "run", "--persist", "1m", "local", "--", "no-such-command-here")
+	if code != 127 || !strings.Contains(errs, "no-such-command-here") {
+		t.Errorf("a missing command: exit %d, stderr %q; want 127 and its name", code, errs)
+	}
+}
+
+// Ctrl-C on a command run through the daemon kills the remote process and
+// exits 130, as without.
+func TestPersistSignal(t *testing.T) {
+	env := persistEnv(t)
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "--persist", "1m", "local", "--",
+		"sh", "-c", "echo $$; exec sleep 60")
+	cmd.Env = env
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	line, err := bufio.NewReader(out).ReadString('\n') // the remote shell's pid: it runs
+	pid, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		t.Fatalf("remote pid: %q, %v", line, err)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("after SIGINT: %v, want exit status 130", err)
+	}
+	pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// pollUntil checks cond every 10 ms until it holds, and fails t after 20 s.
+func pollUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("not %s after 20 s", what)
+		}
+	}
+}
+
+// The daemon exits once idle for the persist time, and removes its socket.
+func TestPersistIdleExit(t *testing.T) {
+	env := persistEnv(t)
+	if _, errs, code := spindleEnv(t, env, "", "run", "--persist", "200ms", "local", "--", "true"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rt string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			rt = v
+		}
+	}
+	pollUntil(t, "the daemon's socket removed after a 200 ms persist", func() bool {
+		socks, _ := filepath.Glob(filepath.Join(rt, "spindle-daemon", "*.sock"))
+		return len(socks) == 0
+	})
+	if fi, err := os.Stat(filepath.Join(rt, "spindle-daemon")); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("daemon dir: %v, %v; want mode 0700", fi.Mode(), err)
+	}
+}
+
+// In one process, under -race: clients at once share the daemon's one
+// connection, each with its own streams and exit status.
+func TestPersistConcurrentClients(t *testing.T) {
+	t.Setenv("XDG_RUNTIME_DIR", t.TempDir())
+	socket, err := daemonSocket()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDaemonServer(io.Discard, zap.NewNop(), 0, time.Minute)
+	ready, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- d.run(socket, w) }()
+	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ok\n" {
+		t.Fatalf("daemon: %q, %v", line, err)
+	}
+	const clients = 6
+	outs := make([]string, clients)
+	errs := make([]error, clients)
+	var wg sync.WaitGroup
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var out, errb bytes.Buffer
+			g := &globals{stdin: strings.NewReader(fmt.Sprint(i)), stdout: &out, stderr: &errb, persist: time.Minute, timeout: time.Minute}
+			handled, err := g.runPersistent("local", []string{"sh", "-c", `read n; echo "$n $PPID"; exit $n`}, false)
+			if !handled {
+				err = errors.New("not handled")
+			}
+			var ee *exitError
+			if !errors.As(err, &ee) || ee.code != i {
+				errs[i] = fmt.Errorf("client %d: %v (stderr %q), want exit %d", i, err, errb.String(), i)
+			}
+			outs[i] = out.String()
+		}()
+	}
+	wg.Wait()
+	agent := ""
+	for i := range clients {
+		if errs[i] != nil {
+			t.Error(errs[i])
+			continue
+		}
+		n, pid, _ := strings.Cut(strings.TrimSpace(outs[i]), " ")
+		if n != fmt.Sprint(i) || (agent != "" && pid != agent) {
+			t.Errorf("client %d printed %q; want its number and the one agent %s", i, outs[i], agent)
+		}
+		agent = pid
+	}
+	d.stop()
+	if err := <-served; err != nil {
+		t.Errorf("daemon: %v", err)
+	}
+	if _, err := os.Stat(socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket after the daemon stopped: %v", err)
+	}
+}
