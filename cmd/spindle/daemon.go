@@ -95,6 +95,10 @@ type daemonServer struct {
 	idleT    *time.Timer
 	quit     chan struct{} // closed when the daemon should stop
 	quitOnce sync.Once
+	// ctx is the commands' parent: cancelled by a signal to the daemon,
+	// which kills them; not when it stops for being idle.
+	ctx    stdctx.Context
+	cancel stdctx.CancelFunc
 }
 
 // daemonSession is one kept connection; mu is held while connecting, so
@@ -105,7 +109,9 @@ type daemonSession struct {
 }
 
 func newDaemonServer(logOut io.Writer, log *zap.Logger, verbose int, idle time.Duration) *daemonServer {
-	return &daemonServer{log: log, logOut: logOut, verbose: verbose, idle: idle, sessions: map[string]*daemonSession{}, quit: make(chan struct{})}
+	ctx, cancel := stdctx.WithCancel(stdctx.Background())
+	return &daemonServer{log: log, logOut: logOut, verbose: verbose, idle: idle, sessions: map[string]*daemonSession{},
+		quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 func (d *daemonServer) stop() { d.quitOnce.Do(func() { close(d.quit) }) }
@@ -148,6 +154,7 @@ func (d *daemonServer) run(socket string, ready *os.File) error {
 	go func() {
 		select {
 		case <-sigs:
+			d.cancel() // the commands running end too
 			d.stop()
 		case <-d.quit:
 		}
@@ -169,6 +176,7 @@ func (d *daemonServer) run(socket string, ready *os.File) error {
 	}
 	d.stop()
 	wg.Wait()
+	d.cancel()
 	d.mu.Lock()
 	for _, ds := range d.sessions {
 		if ds.s != nil {
@@ -257,7 +265,7 @@ func (d *daemonServer) serve(conn net.Conn) {
 	}
 	d.begin(time.Duration(m.Run.PersistNS))
 	defer d.end()
-	ctx, cancel := stdctx.WithCancel(stdctx.Background())
+	ctx, cancel := stdctx.WithCancel(d.ctx)
 	defer cancel()
 	cl := &daemonClient{streams: cs, answers: make(chan *daemonproto.Msg, 1), cancel: cancel, gone: make(chan struct{})}
 	go cl.readControl()

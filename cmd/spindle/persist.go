@@ -208,13 +208,20 @@ func (g *globals) runPersistent(target string, argv []string, forwardAgent bool)
 		defer wmu.Unlock()
 		daemonproto.WriteMsg(control, m) //nolint:errcheck // the daemon may be gone; its exit says
 	}
+	heard := false // anything from the daemon: it has the request
 	for {
 		select {
 		case s := <-sigs:
 			send(&daemonproto.Msg{Kind: daemonproto.KindSignal, Signal: int(s.(syscall.Signal))})
 		case err := <-readErr:
+			if !heard {
+				// Gone before a word (it stopped, idle, as we
+				// connected): the command has not started anywhere.
+				return fail(fmt.Errorf("the daemon closed the connection: %w", err))
+			}
 			return true, &connectError{err: fmt.Errorf("the spindle daemon (%s) went away: %w", socket, err)}
 		case m := <-msgs:
+			heard = true
 			switch m.Kind {
 			case daemonproto.KindPrompt:
 				// Asked here, on this terminal, in its own goroutine:

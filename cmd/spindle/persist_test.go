@@ -215,3 +215,41 @@ func TestPersistConcurrentClients(t *testing.T) {
 		t.Errorf("socket after the daemon stopped: %v", err)
 	}
 }
+
+// Stopping the daemon (SIGTERM, through its pid file) ends the commands
+// it runs, remote processes included, and their clients say so.
+func TestPersistDaemonStopped(t *testing.T) {
+	env := persistEnv(t)
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "--persist", "1m", "local", "--",
+		"sh", "-c", "echo $$; exec sleep 60")
+	cmd.Env = env
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	line, err := bufio.NewReader(out).ReadString('\n')
+	pid, perr := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || perr != nil {
+		t.Fatalf("remote pid: %q, %v", line, err)
+	}
+	var rt string
+	for _, kv := range env {
+		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
+			rt = v
+		}
+	}
+	stopDaemons(rt)
+	err = cmd.Wait()
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.HasPrefix(errb.String(), "spindle: ") {
+		t.Errorf("client of a stopped daemon: %v, stderr %q; want a failure saying why", err, errb.String())
+	}
+	pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
+}
