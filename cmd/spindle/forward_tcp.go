@@ -314,11 +314,24 @@ func (g *globals) forwardReport(format string, args ...any) {
 	fmt.Fprintf(g.stderr, "spindle: "+format+"\n", args...)
 }
 
+// maxForwardConns bounds the connections one forward serves at once.
+// Past it, new ones wait in the listening socket's backlog (here for -L
+// and -D, on the target for -R) until one ends: a target's agent that
+// answered every tunnel.Accept at once (a hostile one, or a flood on the
+// target's port) cannot make this side dial without end.
+var maxForwardConns = 512
+
 // acceptEach accepts on ln until it is closed and runs serve for each
-// connection in a goroutine counted by wg; the connection is closed when
-// serve returns or when ctx ends.
+// connection in a goroutine counted by wg, maxForwardConns at most at
+// once; the connection is closed when serve returns or when ctx ends.
 func acceptEach(ctx stdctx.Context, ln net.Listener, wg *sync.WaitGroup, serve func(net.Conn)) {
+	slots := make(chan struct{}, maxForwardConns)
 	for {
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
 		conn, err := ln.Accept()
 		if err != nil {
 			return
@@ -326,6 +339,7 @@ func acceptEach(ctx stdctx.Context, ln net.Listener, wg *sync.WaitGroup, serve f
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer func() { <-slots }()
 			defer conn.Close()
 			stop := stdctx.AfterFunc(ctx, func() { conn.Close() })
 			defer stop()

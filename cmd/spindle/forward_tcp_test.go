@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	stdctx "context"
 	"fmt"
 	"io"
 	"net"
@@ -11,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 )
@@ -236,5 +239,74 @@ func TestE2ERunWithRemoteForward(t *testing.T) {
 	}
 	if _, stderr, code := spindleCmd(t, "", "run", "-L", "8080:nohostport", "local", "--", "true"); code != 2 || !strings.Contains(stderr, "-L 8080:nohostport") {
 		t.Errorf("a bad -L: status %d, stderr %q; want a usage error naming it", code, stderr)
+	}
+}
+
+// queueListener hands out the connections queued in it, then blocks until
+// closed.
+type queueListener struct {
+	conns  chan net.Conn
+	closed chan struct{}
+	once   sync.Once
+}
+
+func (l *queueListener) Accept() (net.Conn, error) {
+	select {
+	case c := <-l.conns:
+		return c, nil
+	case <-l.closed:
+		return nil, net.ErrClosed
+	}
+}
+func (l *queueListener) Close() error   { l.once.Do(func() { close(l.closed) }); return nil }
+func (l *queueListener) Addr() net.Addr { return &net.TCPAddr{} }
+
+// A forward serves at most maxForwardConns connections at once; the rest
+// wait until one ends, and all are served.
+func TestAcceptEachBound(t *testing.T) {
+	old := maxForwardConns
+	maxForwardConns = 3
+	defer func() { maxForwardConns = old }()
+	const total = 10
+	ln := &queueListener{conns: make(chan net.Conn, total), closed: make(chan struct{})}
+	for range total {
+		a, b := net.Pipe()
+		defer b.Close()
+		ln.conns <- a
+	}
+	var active, most, served atomic.Int32
+	started := make(chan struct{}, total)
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	ctx, cancel := stdctx.WithCancel(stdctx.Background())
+	defer cancel()
+	loop := make(chan struct{})
+	go func() {
+		defer close(loop)
+		acceptEach(ctx, ln, &wg, func(net.Conn) {
+			n := active.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			started <- struct{}{}
+			<-release
+			active.Add(-1)
+			served.Add(1)
+		})
+	}()
+	for range 3 {
+		<-started
+	}
+	// Were the bound missing, the seven queued connections would start
+	// now, while three are held.
+	for range total - 3 {
+		release <- struct{}{}
+		<-started
+	}
+	close(release)
+	ln.Close()
+	<-loop
+	wg.Wait()
+	if most.Load() > 3 || served.Load() != total {
+		t.Errorf("at most %d at once, %d served; want at most 3, and %d", most.Load(), served.Load(), total)
 	}
 }
