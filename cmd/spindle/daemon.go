@@ -288,8 +288,24 @@ type daemonClient struct {
 	answers chan *daemonproto.Msg
 	cancel  stdctx.CancelFunc
 	signal  syscall.Signal // the client's Ctrl-C or kill, once
+	closed  bool           // the client's user typed <escape>.
+	resize  func(rows, cols uint16)
 	sigMu   sync.Mutex
 	gone    chan struct{} // closed when the client's control stream ends
+}
+
+// onResize sets what the client's size changes do (once the terminal
+// command runs).
+func (c *daemonClient) onResize(f func(rows, cols uint16)) {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	c.resize = f
+}
+
+func (c *daemonClient) wasClosed() bool {
+	c.sigMu.Lock()
+	defer c.sigMu.Unlock()
+	return c.closed
 }
 
 func (c *daemonClient) write(m *daemonproto.Msg) error {
@@ -322,6 +338,18 @@ func (c *daemonClient) readControl() {
 			}
 			c.sigMu.Unlock()
 			c.cancel()
+		case daemonproto.KindClose:
+			c.sigMu.Lock()
+			c.closed = true
+			c.sigMu.Unlock()
+			c.cancel()
+		case daemonproto.KindResize:
+			c.sigMu.Lock()
+			resize := c.resize
+			c.sigMu.Unlock()
+			if resize != nil && m.Rows > 0 && m.Cols > 0 {
+				resize(m.Rows, m.Cols)
+			}
 		}
 	}
 }
@@ -398,7 +426,7 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 		if err != nil {
 			return err
 		}
-		p, err = exec.Start(ctx, s.cx, exec.Cmd{Argv: r.Argv})
+		p, err = exec.Start(ctx, s.cx, exec.Cmd{Argv: r.Argv, PTY: r.PTY, Term: r.Term, Rows: r.Rows, Cols: r.Cols})
 		if err != nil {
 			if !reused || attempt > 0 || !errors.Is(err, spindle.ErrDisconnected) {
 				return commandExit(nil, err, cl.sig())
@@ -413,8 +441,26 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 		return err
 	}
 	defer stopFwd()
-	cl.write(&daemonproto.Msg{Kind: daemonproto.KindStarted}) //nolint:errcheck // a client gone cancels ctx
+	started := &daemonproto.Msg{Kind: daemonproto.KindStarted}
+	var esc shellEscape
+	if r.PTY {
+		if esc, err = s.escapeChar(ctx, r.Escape); err != nil {
+			p.Close()
+			return err
+		}
+		started.Text, started.Escape = s.cx.Name(), "none"
+		if esc.on {
+			started.Escape = escapeName(esc.c)
+		}
+		cl.onResize(func(rows, cols uint16) {
+			p.Resize(rows, cols) //nolint:errcheck // the shell may be gone
+		})
+	}
+	cl.write(started) //nolint:errcheck // a client gone cancels ctx
 	res, err := streamProcess(p, g.stdin, g.stdout, g.stderr)
+	if cl.wasClosed() {
+		return &exitError{code: exitConnect, err: fmt.Errorf("connection to %s closed (%s.)", s.cx.Name(), escapeName(esc.c))}
+	}
 	return commandExit(res, err, cl.sig())
 }
 

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/yamux"
+	"github.com/spf13/cobra"
 	"github.com/spindle-rpc/spindle/internal/daemonproto"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -35,6 +36,12 @@ func persistDefault() time.Duration {
 		return 0
 	}
 	return d
+}
+
+// persistFlag adds --persist to c (run, shell).
+func persistFlag(c *cobra.Command, g *globals) {
+	c.Flags().DurationVar(&g.persist, "persist", persistDefault(),
+		"keep the connection open this long after the command, for the next one (like ssh's ControlPersist; default $"+PersistEnv+", else 0: not)")
 }
 
 // volatileEnv are the variables that may differ between two commands that
@@ -136,10 +143,20 @@ func startDaemon(socket string, idle time.Duration, verbose int) error {
 	return fmt.Errorf("the spindle daemon did not start: %s", line)
 }
 
+// persistOpts are what a command run through the daemon asks for
+// besides its command line.
+type persistOpts struct {
+	forwardAgent bool // -A
+	// shell: a terminal command (spindle shell), with escape the -e or
+	// -o EscapeChar given ("" for ssh_config's or ~).
+	shell  bool
+	escape string
+}
+
 // runPersistent runs argv on target through the daemon. It returns
 // handled false, and logs why at -v, when the daemon cannot be reached
 // or started: the caller then runs the command itself.
-func (g *globals) runPersistent(target string, argv []string, forwardAgent bool) (handled bool, err error) {
+func (g *globals) runPersistent(target string, argv []string, o persistOpts) (handled bool, err error) {
 	log := g.logger()
 	fail := func(err error) (bool, error) {
 		log.Info("not through the daemon: " + err.Error())
@@ -171,9 +188,15 @@ func (g *globals) runPersistent(target string, argv []string, forwardAgent bool)
 		streams[i] = st
 	}
 	control, stdin, stdout, stderr := streams[0], streams[1], streams[2], streams[3]
-	run, err := g.persistRequest(target, argv, forwardAgent)
+	run, err := g.persistRequest(target, argv, o.forwardAgent)
 	if err != nil {
 		return true, err
+	}
+	var term *shellTerminal
+	if o.shell {
+		term = newShellTerminal(g)
+		run.PTY, run.Term, run.Escape = true, term.termName(), o.escape
+		run.Rows, run.Cols, _ = term.size()
 	}
 	if err := daemonproto.WriteMsg(control, &daemonproto.Msg{Kind: daemonproto.KindRun, Run: run}); err != nil {
 		return fail(err)
@@ -208,7 +231,9 @@ func (g *globals) runPersistent(target string, argv []string, forwardAgent bool)
 		defer wmu.Unlock()
 		daemonproto.WriteMsg(control, m) //nolint:errcheck // the daemon may be gone; its exit says
 	}
-	heard := false // anything from the daemon: it has the request
+	heard := false      // anything from the daemon: it has the request
+	var detach func()   // a terminal command's: the terminal back as it was
+	var attachErr error // why the terminal could not be used
 	for {
 		select {
 		case s := <-sigs:
@@ -236,7 +261,18 @@ func (g *globals) runPersistent(target string, argv []string, forwardAgent bool)
 				}()
 			case daemonproto.KindStarted:
 				// Only now: a question may have needed the terminal.
-				if g.stdin != nil {
+				if term != nil {
+					esc, err := parseShellEscape(m.Escape)
+					if err == nil {
+						detach, err = term.attach(g, esc, stdin, func(rows, cols uint16) {
+							send(&daemonproto.Msg{Kind: daemonproto.KindResize, Rows: rows, Cols: cols})
+						}, func() { send(&daemonproto.Msg{Kind: daemonproto.KindClose}) })
+					}
+					if err != nil {
+						attachErr = err
+						send(&daemonproto.Msg{Kind: daemonproto.KindSignal, Signal: int(syscall.SIGHUP)})
+					}
+				} else if g.stdin != nil {
 					go func() {
 						io.Copy(stdin, g.stdin) //nolint:errcheck // the command may exit first
 						stdin.Close()
@@ -247,6 +283,12 @@ func (g *globals) runPersistent(target string, argv []string, forwardAgent bool)
 			case daemonproto.KindExit:
 				<-outDone
 				<-errDone
+				if detach != nil {
+					detach()
+				}
+				if attachErr != nil {
+					return true, attachErr
+				}
 				io.WriteString(g.stderr, m.Text) //nolint:errcheck // the user's stderr
 				return true, &exitError{code: m.Code}
 			}
@@ -315,4 +357,10 @@ func stopDaemons(rt string) {
 			}
 		}
 	}
+}
+
+// parseShellEscape reads the escape character the daemon settled on.
+func parseShellEscape(v string) (shellEscape, error) {
+	c, on, err := parseEscapeChar(v)
+	return shellEscape{c: c, on: on}, err
 }

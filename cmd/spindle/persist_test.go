@@ -183,7 +183,7 @@ func TestPersistConcurrentClients(t *testing.T) {
 			defer wg.Done()
 			var out, errb bytes.Buffer
 			g := &globals{stdin: strings.NewReader(fmt.Sprint(i)), stdout: &out, stderr: &errb, persist: time.Minute, timeout: time.Minute}
-			handled, err := g.runPersistent("local", []string{"sh", "-c", `read n; echo "$n $PPID"; exit $n`}, false)
+			handled, err := g.runPersistent("local", []string{"sh", "-c", `read n; echo "$n $PPID"; exit $n`}, persistOpts{})
 			if !handled {
 				err = errors.New("not handled")
 			}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -61,7 +60,7 @@ that connects. Not with -L, -R or -D.`,
 				return err
 			}
 			if g.persist > 0 && ports.empty() {
-				if handled, err := g.runPersistent(args[0], args[1:], forward.agent); handled {
+				if handled, err := g.runPersistent(args[0], args[1:], persistOpts{forwardAgent: forward.agent}); handled {
 					return err
 				}
 			}
@@ -81,7 +80,7 @@ that connects. Not with -L, -R or -D.`,
 			return commandExit(res, err, sig())
 		},
 	}, &forward)
-	c.Flags().DurationVar(&g.persist, "persist", persistDefault(), "keep the connection open this long after the command, for the next one (like ssh's ControlPersist; default $"+PersistEnv+", else 0: not)")
+	persistFlag(c, g)
 	return c
 }
 
@@ -159,7 +158,10 @@ On a terminal, ssh's escape sequences work after a newline: ~. closes the
 connection (exit status 255), ~^Z suspends spindle, ~? lists them, ~~
 sends one ~. -e (or -o EscapeChar, or ssh_config's EscapeChar for the
 chain's last SSH hop) picks another character, ^X for a control
-character, or none.`,
+character, or none.
+
+--persist DURATION (or SPINDLE_PERSIST) keeps the connection open after
+the shell, as for 'spindle run'.`,
 		Example: `  spindle shell web1
   spindle shell ssh:bastion,ssh:web1,setns:app1,sudo:postgres
   spindle shell local -- top
@@ -182,6 +184,11 @@ character, or none.`,
 			}
 			if _, _, err := parseEscapeChar(escape); escape != "" && err != nil {
 				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("%s: %w", flag, err)}
+			}
+			if g.persist > 0 && ports.empty() {
+				if handled, err := g.runPersistent(args[0], argv, persistOpts{forwardAgent: forward.agent, shell: true, escape: escape}); handled {
+					return err
+				}
 			}
 			ctx, sig, stop := signalContext(c.Context())
 			defer stop()
@@ -207,6 +214,7 @@ character, or none.`,
 		},
 	}, &forward)
 	c.Flags().StringVarP(&escape, "escape", "e", "", "escape character on a terminal (like ssh -e): a character, ^X, or none; default: -o EscapeChar, ssh_config's, else ~")
+	persistFlag(c, g)
 	return c
 }
 
@@ -242,76 +250,25 @@ func (s *session) escapeChar(ctx stdctx.Context, flag string) (shellEscape, erro
 var errEscapeDisconnect = errors.New("closed by the escape sequence")
 
 func runShell(ctx stdctx.Context, cx *spindle.Context, argv []string, esc shellEscape, g *globals) (*exec.Result, error) {
-	cmd := exec.Cmd{Argv: argv, PTY: true}
-	if t := os.Getenv("TERM"); t != "" {
-		cmd.Term = t
-	}
-	inFd, isTTY := ttyFd(g.stdin)
-	outFd, outTTY := ttyFd(g.stdout)
-	sizeFd := inFd
-	if !isTTY && outTTY {
-		sizeFd = outFd
-	}
-	if isTTY || outTTY {
-		if cols, rows, err := term.GetSize(sizeFd); err == nil {
-			cmd.Rows, cmd.Cols = uint16(rows), uint16(cols)
-		}
-	}
+	t := newShellTerminal(g)
+	cmd := exec.Cmd{Argv: argv, PTY: true, Term: t.termName()}
+	cmd.Rows, cmd.Cols, _ = t.size()
 	ctx, cancel := stdctx.WithCancelCause(ctx)
 	defer cancel(nil)
 	p, err := exec.Start(ctx, cx, cmd)
 	if err != nil {
 		return nil, err
 	}
-	stdin := g.stdin
-	if isTTY {
-		old, err := term.MakeRaw(inFd)
-		if err != nil {
-			p.Close()
-			return nil, fmt.Errorf("put the terminal in raw mode: %w", err)
-		}
-		defer term.Restore(inFd, old) //nolint:errcheck // best effort
-		if esc.on {
-			stdin = newEscapeReader(stdin, esc.c, escapeActions{
-				// Cancelling the call kills the remote process group,
-				// as ssh's closing the channel hangs the shell up.
-				disconnect: func() { cancel(errEscapeDisconnect) },
-				suspend: func() {
-					term.Restore(inFd, old)                                  //nolint:errcheck // best effort
-					unix.Kill(os.Getpid(), unix.SIGTSTP)                     //nolint:errcheck // stops here until fg
-					term.MakeRaw(inFd)                                       //nolint:errcheck // as before the suspension
-					if cols, rows, err := term.GetSize(sizeFd); err == nil { // resized meanwhile?
-						p.Resize(uint16(rows), uint16(cols)) //nolint:errcheck // the shell may be gone
-					}
-				},
-				help: func(text string) { io.WriteString(g.stderr, text) }, //nolint:errcheck // the terminal
-			})
-		}
+	// Cancelling the call kills the remote process group, as ssh's
+	// closing the channel hangs the shell up.
+	stop, err := t.attach(g, esc, p.Stdin(), func(rows, cols uint16) {
+		p.Resize(rows, cols) //nolint:errcheck // the shell may be gone
+	}, func() { cancel(errEscapeDisconnect) })
+	if err != nil {
+		p.Close()
+		return nil, err
 	}
-	winch := make(chan os.Signal, 1)
-	if isTTY || outTTY {
-		signal.Notify(winch, syscall.SIGWINCH)
-		defer signal.Stop(winch)
-	}
-	done := make(chan struct{})
-	defer close(done)
-	go func() {
-		for {
-			select {
-			case <-winch:
-				if cols, rows, err := term.GetSize(sizeFd); err == nil {
-					p.Resize(uint16(rows), uint16(cols)) //nolint:errcheck // the shell may be gone
-				}
-			case <-done:
-				return
-			}
-		}
-	}()
-	go func() {
-		in := p.Stdin()
-		io.Copy(in, stdin) //nolint:errcheck // the shell may exit first
-		in.Close()
-	}()
+	defer stop()
 	cerr := p.CopyOutput(g.stdout, g.stderr)
 	res, err := p.Wait()
 	if err == nil && cerr != nil {

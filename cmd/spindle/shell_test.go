@@ -71,3 +71,48 @@ func TestShellEscapeChar(t *testing.T) {
 		t.Errorf("exit status %d, want cat's 0; output:\n%q", code, r.Output())
 	}
 }
+
+// spindle shell --persist: the shell runs on the daemon's connection (the
+// same agent for two shells), takes the terminal's size and its changes,
+// and ~. still closes it with 255; Ctrl-D at a line start ends it as the
+// remote shell decides.
+func TestShellPersist(t *testing.T) {
+	env := persistEnv(t)
+	args := []string{"shell", "--persist", "1m", "local", "--", "sh", "-c", "echo ready $PPID; while read x; do stty size; done"}
+	start := func() (*ptytest.Run, string) {
+		cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+		cmd.Env = env
+		r := ptytest.Start(t, cmd)
+		r.WaitFor("ready ")
+		r.WaitFor("\r\n")
+		_, rest, _ := strings.Cut(r.Output(), "ready ")
+		agent, _, _ := strings.Cut(rest, "\r\n")
+		return r, agent
+	}
+	r, first := start()
+	r.Type("\r")
+	r.WaitFor("24 80\r\n")
+	r.Resize(30, 100)
+	// The new size travels apart from what is typed: ask until it shows.
+	for i := 0; !strings.Contains(r.Output(), "30 100"); i++ {
+		if i == 500 {
+			t.Fatalf("the remote terminal never took the new size:\n%q", r.Output())
+		}
+		n := strings.Count(r.Output(), "\n")
+		r.Type("\r")
+		r.WaitForN("\n", n+2) // the echo, then stty's line
+	}
+	r.Type("~.")
+	if code := r.ExitCode(); code != 255 || !strings.Contains(r.Output(), "spindle: connection to local closed (~.)") {
+		t.Errorf("~. through the daemon: exit %d, output:\n%q", code, r.Output())
+	}
+
+	r, second := start()
+	if second != first {
+		t.Errorf("the second shell's agent is %q, the first's %q: want the same", second, first)
+	}
+	r.Type("\x04")
+	if code := r.ExitCode(); code != 0 {
+		t.Errorf("Ctrl-D: exit %d, want the remote shell's 0; output:\n%q", code, r.Output())
+	}
+}

@@ -10,7 +10,8 @@
 // msgpack Msg): the client's KindRun first; then, in either direction,
 // KindPrompt from the daemon (a question for the client's terminal) and
 // the client's KindAnswer, the client's KindSignal, the daemon's
-// KindStarted once the command runs, and last the daemon's KindExit, sent
+// KindStarted once the command runs, the client's KindResize and
+// KindClose for a terminal command, and last the daemon's KindExit, sent
 // once stdout and stderr are closed. Stdin, stdout and stderr carry raw
 // bytes; closing stdin is end of file. A client sends stdin only after
 // KindStarted: until then its terminal may be answering a question.
@@ -50,6 +51,8 @@ const (
 	KindAnswer  = "answer"
 	KindSignal  = "signal"
 	KindStarted = "started"
+	KindResize  = "resize" // the client's terminal changed size
+	KindClose   = "close"  // the client's user typed <escape>.
 	KindExit    = "exit"
 )
 
@@ -66,6 +69,14 @@ type Msg struct {
 	Err  string `msgpack:"err,omitempty"`
 
 	Signal int `msgpack:"signal,omitempty"` // KindSignal: its number
+
+	// KindStarted of a terminal command: Text is the context's name, and
+	// Escape the escape character the client acts on ("~", "^]", "none").
+	Escape string `msgpack:"escape,omitempty"`
+
+	// KindResize: the client's terminal's size.
+	Rows uint16 `msgpack:"rows,omitempty"`
+	Cols uint16 `msgpack:"cols,omitempty"`
 
 	// KindExit: Code is the CLI's exit status, and Text what the CLI
 	// prints on stderr about its failure (nothing after a command that
@@ -89,6 +100,15 @@ type Run struct {
 	BecomePasswordEnv string   `msgpack:"become_password_env,omitempty"`
 	AskBecomePass     bool     `msgpack:"ask_become_pass,omitempty"`
 	ForwardAgent      bool     `msgpack:"forward_agent,omitempty"` // -A
+
+	// A terminal command (spindle shell): the remote side gets a
+	// pseudo-terminal of Term, Rows and Cols; Escape is the client's -e
+	// (or -o EscapeChar), "" for ssh_config's or ~.
+	PTY    bool   `msgpack:"pty,omitempty"`
+	Term   string `msgpack:"term,omitempty"`
+	Rows   uint16 `msgpack:"rows,omitempty"`
+	Cols   uint16 `msgpack:"cols,omitempty"`
+	Escape string `msgpack:"escape,omitempty"`
 
 	TimeoutNS   int64 `msgpack:"timeout_ns,omitempty"`  // --timeout, for a new connection
 	Interactive bool  `msgpack:"interactive,omitempty"` // the client can ask its user

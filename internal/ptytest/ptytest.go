@@ -109,3 +109,12 @@ func (r *Run) ExitCode() int {
 	}
 	return -1
 }
+
+// Resize changes the terminal's size, as a user's window would: the
+// program gets a SIGWINCH.
+func (r *Run) Resize(rows, cols uint16) {
+	r.t.Helper()
+	if err := pty.Setsize(r.tty, &pty.Winsize{Rows: rows, Cols: cols}); err != nil {
+		r.t.Fatalf("resize: %v", err)
+	}
+}
