@@ -245,6 +245,10 @@ func acceptStreams(ys *yamux.Session) (*clientStreams, error) {
 	return &cs, nil
 }
 
+// clientHelloTimeout bounds the time from a client's connection to its
+// request.
+var clientHelloTimeout = 10 * time.Second
+
 // serve runs one client's command.
 func (d *daemonServer) serve(conn net.Conn) {
 	defer conn.Close()
@@ -253,13 +257,17 @@ func (d *daemonServer) serve(conn net.Conn) {
 		return
 	}
 	defer ys.Close()
+	// A client has a few seconds to say what it wants: one that connects
+	// and says nothing would otherwise hold this goroutine, and the
+	// daemon's exit, for ever.
+	hello := time.AfterFunc(clientHelloTimeout, func() { ys.Close() })
 	cs, err := acceptStreams(ys)
 	if err != nil {
 		d.log.Warn("daemon client refused", zap.Error(err))
 		return
 	}
 	m, err := daemonproto.ReadMsg(cs.control)
-	if err != nil || m.Kind != daemonproto.KindRun {
+	if !hello.Stop() || err != nil || m.Kind != daemonproto.KindRun {
 		d.log.Warn("daemon client refused: no run request", zap.Error(err))
 		return
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -252,4 +253,36 @@ func TestPersistDaemonStopped(t *testing.T) {
 		t.Errorf("client of a stopped daemon: %v, stderr %q; want a failure saying why", err, errb.String())
 	}
 	pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// A client that connects and says nothing is dropped after
+// clientHelloTimeout, so that it cannot keep the daemon from exiting.
+func TestDaemonDropsSilentClients(t *testing.T) {
+	old := clientHelloTimeout
+	clientHelloTimeout = 50 * time.Millisecond
+	defer func() { clientHelloTimeout = old }()
+	socket := filepath.Join(t.TempDir(), "d.sock")
+	d := newDaemonServer(io.Discard, zap.NewNop(), 0, time.Minute)
+	ready, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := make(chan error, 1)
+	go func() { served <- d.run(socket, w) }()
+	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ok\n" {
+		t.Fatalf("daemon: %q, %v", line, err)
+	}
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(20 * time.Second))
+	if _, err := io.ReadAll(c); err != nil { // returns when the daemon hangs up
+		t.Fatalf("a silent client was not dropped: %v", err)
+	}
+	d.stop()
+	if err := <-served; err != nil {
+		t.Errorf("daemon: %v", err)
+	}
 }
