@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -45,18 +46,28 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var socket, logFile string
 	var idle time.Duration
 	var readyFd int
+	var stop bool
 	c := &cobra.Command{
-		Use:   "daemon --socket PATH",
-		Short: "Keep connections open between commands (started by run --persist)",
-		Long: `Serve 'spindle run --persist' commands on the Unix socket PATH, keeping
-their connections and agents open between commands until none has run for
---idle. 'spindle run --persist DURATION' (or SPINDLE_PERSIST=DURATION)
-starts it by itself when it is not running; run it by hand only to watch
-its logs (-v).`,
+		Use:   "daemon [--stop]",
+		Short: "Keep connections open between commands (started by run/shell --persist)",
+		Long: `Serve 'spindle run --persist' and 'spindle shell --persist' commands,
+keeping their connections and agents open between commands until none has
+run for --idle. Those commands start it by themselves when it is not
+running, on the socket of their environment; run it by hand only to watch
+its logs (-v). --stop stops the daemon of this environment (closing every
+connection it keeps) and waits until it has.`,
+		Example: `  spindle daemon --stop
+  spindle daemon -v --idle 1h        # in the foreground, logging`,
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
 			if socket == "" {
-				return &usageError{cmd: c.CommandPath(), err: errors.New("--socket is required")}
+				var err error
+				if socket, err = daemonSocket(); err != nil {
+					return err
+				}
+			}
+			if stop {
+				return stopDaemon(g, socket)
 			}
 			if logFile != "" {
 				f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
@@ -74,7 +85,8 @@ its logs (-v).`,
 			return d.run(socket, ready)
 		},
 	}
-	c.Flags().StringVar(&socket, "socket", "", "the Unix socket to serve")
+	c.Flags().StringVar(&socket, "socket", "", "the Unix socket to serve (default: this environment's, as --persist finds it)")
+	c.Flags().BoolVar(&stop, "stop", false, "stop the daemon serving the socket, and wait until it has")
 	c.Flags().DurationVar(&idle, "idle", 10*time.Minute, "exit when no command has run for this long")
 	c.Flags().StringVar(&logFile, "log", "", "append logs to this file instead of stderr")
 	c.Flags().IntVar(&readyFd, "ready-fd", 0, "write \"ok\" (or why not) to this descriptor once serving")
@@ -502,4 +514,50 @@ func (d *daemonServer) drop(ds *daemonSession, s *session) {
 		ds.s = nil
 	}
 	s.Close()
+}
+
+// stopDaemon stops the daemon on socket through its pid file, and waits
+// (10 s at most) until its socket is gone.
+func stopDaemon(g *globals, socket string) error {
+	b, err := os.ReadFile(socket + ".pid")
+	if errors.Is(err, os.ErrNotExist) {
+		fmt.Fprintln(g.stderr, "spindle: no daemon runs for this environment")
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return fmt.Errorf("%s.pid: no pid in %q", socket, b)
+	}
+	// A pid file left by a daemon that was killed may name another
+	// process by now: only one serving this socket is signalled.
+	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	c, derr := net.Dial("unix", socket)
+	if derr == nil {
+		c.Close()
+	}
+	if derr != nil || !bytes.Contains(cmdline, []byte(socket)) {
+		os.Remove(socket + ".pid")
+		fmt.Fprintln(g.stderr, "spindle: no daemon runs for this environment (a stale pid file was removed)")
+		return nil
+	}
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		return fmt.Errorf("stop the daemon (pid %d): %w", pid, err)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(10 * time.Second)
+	for {
+		if _, err := os.Stat(socket); errors.Is(err, os.ErrNotExist) {
+			fmt.Fprintf(g.stderr, "spindle: daemon %d stopped\n", pid)
+			return nil
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			return fmt.Errorf("the daemon (pid %d) still serves %s after 10 s", pid, socket)
+		}
+	}
 }

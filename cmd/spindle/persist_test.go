@@ -286,3 +286,23 @@ func TestDaemonDropsSilentClients(t *testing.T) {
 		t.Errorf("daemon: %v", err)
 	}
 }
+
+// spindle daemon --stop stops this environment's daemon (its kept agent
+// goes with it), and says so when none runs.
+func TestDaemonStop(t *testing.T) {
+	env := persistEnv(t)
+	agent, _, code := spindleEnv(t, env, "", "run", "--persist", "1m", "local", "--", "sh", "-c", "echo $PPID")
+	pid, err := strconv.Atoi(strings.TrimSpace(agent))
+	if code != 0 || err != nil {
+		t.Fatalf("run: exit %d, %q", code, agent)
+	}
+	_, errs, code := spindleEnv(t, env, "", "daemon", "--stop")
+	if code != 0 || !strings.Contains(errs, "stopped") {
+		t.Fatalf("daemon --stop: exit %d, %q", code, errs)
+	}
+	pollUntil(t, "the kept agent gone", func() bool { return syscall.Kill(pid, 0) != nil })
+	_, errs, code = spindleEnv(t, env, "", "daemon", "--stop")
+	if code != 0 || !strings.Contains(errs, "no daemon runs") {
+		t.Errorf("daemon --stop again: exit %d, %q", code, errs)
+	}
+}
