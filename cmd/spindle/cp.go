@@ -15,7 +15,9 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/internal/daemonproto"
 	"github.com/spindle-rpc/spindle/services/fs"
+	"go.uber.org/zap"
 )
 
 // A cp argument is a local path or TARGET:PATH, a path on a target:
@@ -125,7 +127,10 @@ bastion,web2:/y share one connection to bastion).
 A progress bar with bytes, throughput and ETA is drawn on standard error
 when it is a terminal; otherwise cp prints nothing but errors. The exit
 status is 0 on success, 1 if the copy failed, 2 on bad arguments, 255 if
-the target cannot be reached (or the connection is lost).`,
+the target cannot be reached (or the connection is lost).
+
+--persist DURATION (or SPINDLE_PERSIST) keeps the connections open after
+the copy, as for 'spindle run'.`,
 		Example: `  spindle cp ./app.conf web1:/etc/app/                 # into an existing directory
   spindle cp -p web1:/etc/motd ./motd                   # keep mode and mtime
   spindle cp -r ./site ssh:deploy@web1:2222:/srv/site   # a tree, to a port
@@ -148,6 +153,11 @@ the target cannot be reached (or the connection is lost).`,
 			if err != nil {
 				return &usageError{cmd: c.CommandPath(), err: err}
 			}
+			if g.persist > 0 {
+				if handled, err := g.copyPersistent(&o, src, dst); handled {
+					return err
+				}
+			}
 			ctx, sig, stop := signalContext(c.Context())
 			defer stop()
 			return runCopy(ctx, g, &o, src, dst, sig)
@@ -157,7 +167,35 @@ the target cannot be reached (or the connection is lost).`,
 	f.BoolVarP(&o.recursive, "recursive", "r", false, "copy directories and their content")
 	f.BoolVarP(&o.preserve, "preserve", "p", false, "keep modes and modification times")
 	f.IntVar(&o.parallel, "parallel", fs.DefaultTreeParallel, "files in flight at once")
+	persistFlag(c, g)
 	return c
+}
+
+// copyPersistent runs the copy through the daemon (see runPersistent);
+// local paths go as absolute ones.
+func (g *globals) copyPersistent(o *cpOptions, src, dst copyEndpoint) (handled bool, err error) {
+	abs := func(e copyEndpoint) (copyEndpoint, error) {
+		if e.remote() {
+			return e, nil
+		}
+		p, err := filepath.Abs(e.Path)
+		if err == nil && strings.HasSuffix(e.Path, "/") && !strings.HasSuffix(p, "/") {
+			p += "/" // "into this directory", which Abs would drop
+		}
+		e.Path = p
+		return e, err
+	}
+	if src, err = abs(src); err != nil {
+		return true, err
+	}
+	if dst, err = abs(dst); err != nil {
+		return true, err
+	}
+	_, tty := ttyFd(g.stderr)
+	return g.runPersistent("", nil, persistOpts{copy: &daemonproto.Copy{
+		SrcTarget: src.Target, SrcPath: src.Path, DstTarget: dst.Target, DstPath: dst.Path,
+		Recursive: o.recursive, Preserve: o.preserve, Parallel: o.parallel, Progress: tty,
+	}})
 }
 
 // parseCopyArgs parses SRC and DST and checks that at least one is remote.
@@ -176,26 +214,9 @@ func parseCopyArgs(srcArg, dstArg string) (src, dst copyEndpoint, err error) {
 
 // runCopy connects to the remote side (or both) and copies.
 func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint, sig func() syscall.Signal) error {
-	name := func(e copyEndpoint) string {
-		if g.via != "" && e.remote() {
-			return g.via + "," + e.String() // the whole chain, as it is connected
-		}
-		return e.String()
-	}
-	what := name(src) + " → " + name(dst)
-	fail := func(err error) error { return copyFailure(what, err, sig()) }
-
-	// A local source is checked before connecting.
-	var srcInfo os.FileInfo
-	if !src.remote() {
-		st, err := os.Stat(src.Path)
-		if err != nil {
-			return fail(err)
-		}
-		if err := checkSource(src.Path, st.IsDir(), st.Mode().IsRegular(), o.recursive); err != nil {
-			return fail(err)
-		}
-		srcInfo = st
+	c, err := newCopyJob(g, o, src, dst, sig)
+	if err != nil {
+		return err
 	}
 	var targets []string
 	for _, e := range []copyEndpoint{src, dst} {
@@ -217,26 +238,63 @@ func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint
 	default:
 		to = cxs[0]
 	}
-	bar := newCopyProgress(g.stderr, path.Base(src.Path))
-	opts := fs.TreeOptions{Preserve: o.preserve, Parallel: o.parallel}
+	return c.run(ctx, from, to, newCopyProgress(g.stderr, path.Base(src.Path)), s.log)
+}
+
+// copyJob is one cp, its local side checked, waiting for its contexts.
+type copyJob struct {
+	o        *cpOptions
+	src, dst copyEndpoint
+	srcInfo  os.FileInfo // a local source's
+	fail     func(error) error
+}
+
+// newCopyJob checks a local source before anything connects.
+func newCopyJob(g *globals, o *cpOptions, src, dst copyEndpoint, sig func() syscall.Signal) (*copyJob, error) {
+	name := func(e copyEndpoint) string {
+		if g.via != "" && e.remote() {
+			return g.via + "," + e.String() // the whole chain, as it is connected
+		}
+		return e.String()
+	}
+	what := name(src) + " → " + name(dst)
+	c := &copyJob{o: o, src: src, dst: dst, fail: func(err error) error { return copyFailure(what, err, sig()) }}
+	if !src.remote() {
+		st, err := os.Stat(src.Path)
+		if err != nil {
+			return nil, c.fail(err)
+		}
+		if err := checkSource(src.Path, st.IsDir(), st.Mode().IsRegular(), o.recursive); err != nil {
+			return nil, c.fail(err)
+		}
+		c.srcInfo = st
+	}
+	return c, nil
+}
+
+// run copies from the context from (nil: the source is local) to to (nil:
+// local), drawing progress on bar (nil: none).
+func (c *copyJob) run(ctx stdctx.Context, from, to *spindle.Context, bar *copyProgress, log *zap.Logger) error {
+	opts := fs.TreeOptions{Preserve: c.o.preserve, Parallel: c.o.parallel}
 	if bar != nil {
 		opts.Progress = bar.add
 		opts.Total = func(_ int, n int64) { bar.start(n) }
 	}
 	var res *fs.TreeResult
+	var err error
 	switch {
 	case from != nil && to != nil:
-		res, err = relay(ctx, from, src.Path, to, dst.Path, o, opts, bar)
+		res, err = relay(ctx, from, c.src.Path, to, c.dst.Path, c.o, opts, bar)
 	case from != nil:
-		res, err = download(ctx, from, src.Path, dst.Path, o, opts, bar)
+		res, err = download(ctx, from, c.src.Path, c.dst.Path, c.o, opts, bar)
 	default:
-		res, err = upload(ctx, to, src.Path, srcInfo, dst.Path, opts, bar)
+		res, err = upload(ctx, to, c.src.Path, c.srcInfo, c.dst.Path, opts, bar)
 	}
 	bar.done(err)
 	if err != nil {
-		return fail(err)
+		return c.fail(err)
 	}
-	s.log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
+	log.Sugar().Infof("copied %d files, %d directories, %d bytes", res.Files, res.Dirs, res.Bytes)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"path"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/internal/daemonproto"
 	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/sys"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -425,15 +427,26 @@ func (d *daemonServer) runFor(ctx stdctx.Context, r *daemonproto.Run, cl *daemon
 	return code, msg.String()
 }
 
-func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient) error {
-	key := sessionKey(r)
+// slot is the kept connection for r's flags and target.
+func (d *daemonServer) slot(r *daemonproto.Run, target string) *daemonSession {
+	rt := *r
+	rt.Target = target
+	key := sessionKey(&rt)
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	ds := d.sessions[key]
 	if ds == nil {
 		ds = &daemonSession{}
 		d.sessions[key] = ds
 	}
-	d.mu.Unlock()
+	return ds
+}
+
+func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient) error {
+	if r.Copy != nil {
+		return d.copyOn(ctx, g, r, cl)
+	}
+	ds := d.slot(r, r.Target)
 
 	// A kept connection may have died since (the network, the agent
 	// killed): a command that cannot start on it gets a new one, once.
@@ -482,6 +495,52 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 		return &exitError{code: exitConnect, err: fmt.Errorf("connection to %s closed (%s.)", s.cx.Name(), escapeName(esc.c))}
 	}
 	return commandExit(res, err, cl.sig())
+}
+
+// copyOn runs r's copy on the kept connections of its remote sides.
+func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient) error {
+	c := r.Copy
+	o := &cpOptions{recursive: c.Recursive, preserve: c.Preserve, parallel: max(c.Parallel, 1)}
+	src := copyEndpoint{Target: c.SrcTarget, Path: c.SrcPath}
+	dst := copyEndpoint{Target: c.DstTarget, Path: c.DstPath}
+	job, err := newCopyJob(g, o, src, dst, cl.sig)
+	if err != nil {
+		return err
+	}
+	var cxs [2]*spindle.Context
+	log := d.log
+	for i, e := range []copyEndpoint{src, dst} {
+		if !e.remote() {
+			continue
+		}
+		s, err := d.liveSession(ctx, g, d.slot(r, e.Target), e.Target)
+		if err != nil {
+			return err
+		}
+		cxs[i], log = s.cx, s.log
+	}
+	cl.write(&daemonproto.Msg{Kind: daemonproto.KindStarted}) //nolint:errcheck // a client gone cancels ctx
+	var bar *copyProgress
+	if c.Progress {
+		bar = &copyProgress{w: g.stderr, desc: path.Base(src.Path)}
+	}
+	return job.run(ctx, cxs[0], cxs[1], bar, log)
+}
+
+// liveSession is sessionFor, with a kept connection checked by a ping
+// first (a copy has no single call to retry) and replaced if it died.
+func (d *daemonServer) liveSession(ctx stdctx.Context, g *globals, ds *daemonSession, target string) (*session, error) {
+	s, reused, err := d.sessionFor(ctx, g, ds, target)
+	if err != nil || !reused {
+		return s, err
+	}
+	if err := sys.Ping(ctx, s.cx); err != nil && errors.Is(err, spindle.ErrDisconnected) {
+		d.log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(err))
+		d.drop(ds, s)
+		s, _, err = d.sessionFor(ctx, g, ds, target)
+		return s, err
+	}
+	return s, nil
 }
 
 // sessionFor returns ds's connection, made now with g's flags if there is

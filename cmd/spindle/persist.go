@@ -38,7 +38,7 @@ func persistDefault() time.Duration {
 	return d
 }
 
-// persistFlag adds --persist to c (run, shell).
+// persistFlag adds --persist to c (run, shell, cp).
 func persistFlag(c *cobra.Command, g *globals) {
 	c.Flags().DurationVar(&g.persist, "persist", persistDefault(),
 		"keep the connection open this long after the command, for the next one (like ssh's ControlPersist; default $"+PersistEnv+", else 0: not)")
@@ -151,6 +151,8 @@ type persistOpts struct {
 	// -o EscapeChar given ("" for ssh_config's or ~).
 	shell  bool
 	escape string
+	// copy: a spindle cp instead of a command.
+	copy *daemonproto.Copy
 }
 
 // runPersistent runs argv on target through the daemon. It returns
@@ -192,6 +194,7 @@ func (g *globals) runPersistent(target string, argv []string, o persistOpts) (ha
 	if err != nil {
 		return true, err
 	}
+	run.Copy = o.copy
 	var term *shellTerminal
 	if o.shell {
 		term = newShellTerminal(g)

@@ -24,24 +24,35 @@ import (
 // goes in a runtime dir of the test's, and the daemon is killed at the
 // end (through the pid file beside its socket).
 func persistEnv(t *testing.T) []string {
+	env, _ := persistEnvDir(t)
+	return env
+}
+
+// persistEnvDir is persistEnv, and the runtime dir in it.
+func persistEnvDir(t *testing.T) (env []string, rt string) {
 	t.Helper()
-	rt := t.TempDir()
+	rt = t.TempDir()
 	t.Cleanup(func() { stopDaemons(rt) })
-	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "XDG_RUNTIME_DIR=") && !strings.HasPrefix(kv, PersistEnv+"=") {
 			env = append(env, kv)
 		}
 	}
-	return append(env, "XDG_RUNTIME_DIR="+rt)
+	return append(env, "XDG_RUNTIME_DIR="+rt), rt
 }
 
 // spindleEnv runs the built CLI with env and stdin; it fails t after a
 // minute rather than hang.
 func spindleEnv(t *testing.T, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
+	return spindleIn(t, "", env, stdin, args...)
+}
+
+// spindleIn is spindleEnv run in the directory dir.
+func spindleIn(t *testing.T, dir string, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
 	cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
-	cmd.Env = env
+	cmd.Env, cmd.Dir = env, dir
 	var out, errb bytes.Buffer
 	cmd.Stdin = strings.NewReader(stdin)
 	cmd.Stdout, cmd.Stderr = &out, &errb
@@ -137,15 +148,9 @@ func pollUntil(t *testing.T, what string, cond func() bool) {
 
 // The daemon exits once idle for the persist time, and removes its socket.
 func TestPersistIdleExit(t *testing.T) {
-	env := persistEnv(t)
+	env, rt := persistEnvDir(t)
 	if _, errs, code := spindleEnv(t, env, "", "run", "--persist", "200ms", "local", "--", "true"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
-	}
-	var rt string
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
-			rt = v
-		}
 	}
 	pollUntil(t, "the daemon's socket removed after a 200 ms persist", func() bool {
 		socks, _ := filepath.Glob(filepath.Join(rt, "spindle-daemon", "*.sock"))
@@ -220,7 +225,7 @@ func TestPersistConcurrentClients(t *testing.T) {
 // Stopping the daemon (SIGTERM, through its pid file) ends the commands
 // it runs, remote processes included, and their clients say so.
 func TestPersistDaemonStopped(t *testing.T) {
-	env := persistEnv(t)
+	env, rt := persistEnvDir(t)
 	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "--persist", "1m", "local", "--",
 		"sh", "-c", "echo $$; exec sleep 60")
 	cmd.Env = env
@@ -239,12 +244,6 @@ func TestPersistDaemonStopped(t *testing.T) {
 	pid, perr := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil || perr != nil {
 		t.Fatalf("remote pid: %q, %v", line, err)
-	}
-	var rt string
-	for _, kv := range env {
-		if v, ok := strings.CutPrefix(kv, "XDG_RUNTIME_DIR="); ok {
-			rt = v
-		}
 	}
 	stopDaemons(rt)
 	err = cmd.Wait()
@@ -304,5 +303,41 @@ func TestDaemonStop(t *testing.T) {
 	_, errs, code = spindleEnv(t, env, "", "daemon", "--stop")
 	if code != 0 || !strings.Contains(errs, "no daemon runs") {
 		t.Errorf("daemon --stop again: exit %d, %q", code, errs)
+	}
+}
+
+// spindle cp --persist copies through the daemon's connection both ways,
+// with local paths relative to the command's directory (the daemon's is
+// /), and one connection serves the copies and a run.
+func TestCpPersist(t *testing.T) {
+	env, rt := persistEnvDir(t)
+	here, there := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(here, "a.txt"), []byte("payload\n"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	steps := [][]string{
+		{"-v", "cp", "--persist", "1m", "./a.txt", "local:" + there + "/b.txt"},
+		{"cp", "--persist", "1m", "-p", "local:" + there + "/b.txt", "c.txt"},
+		{"run", "--persist", "1m", "local", "--", "true"},
+	}
+	for _, args := range steps {
+		if _, errs, code := spindleIn(t, here, env, "", args...); code != 0 {
+			t.Fatalf("spindle %v: exit %d: %s", args, code, errs)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(here, "c.txt")); string(b) != "payload\n" {
+		t.Errorf("after the round trip: %q, %v", b, err)
+	}
+	_, errs, code := spindleIn(t, here, env, "", "cp", "--persist", "1m", "./missing", "local:"+there+"/")
+	if code != 1 || !strings.Contains(errs, "missing") {
+		t.Errorf("a missing source: exit %d, %q; want 1 naming it", code, errs)
+	}
+	logs, _ := filepath.Glob(filepath.Join(rt, "spindle-daemon", "*.log"))
+	if len(logs) != 1 {
+		t.Fatalf("daemon logs: %v", logs)
+	}
+	b, _ := os.ReadFile(logs[0])
+	if n := strings.Count(string(b), "daemon: connected"); n != 1 {
+		t.Errorf("the daemon connected %d times for two copies and a run, want once; its log:\n%s", n, b)
 	}
 }

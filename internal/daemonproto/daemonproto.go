@@ -110,6 +110,10 @@ type Run struct {
 	Cols   uint16 `msgpack:"cols,omitempty"`
 	Escape string `msgpack:"escape,omitempty"`
 
+	// A copy (spindle cp) instead of a command: Target and Argv are
+	// unused.
+	Copy *Copy `msgpack:"copy,omitempty"`
+
 	TimeoutNS   int64 `msgpack:"timeout_ns,omitempty"`  // --timeout, for a new connection
 	Interactive bool  `msgpack:"interactive,omitempty"` // the client can ask its user
 	PersistNS   int64 `msgpack:"persist_ns,omitempty"`  // idle time before the daemon exits
@@ -160,4 +164,19 @@ func ReadMsg(r io.Reader) (*Msg, error) {
 		return nil, fmt.Errorf("%w: a run without its request", ErrFrame)
 	}
 	return m, nil
+}
+
+// Copy is a spindle cp run by the daemon: either side a TARGET and a
+// path, or a local (absolute) path with no target.
+type Copy struct {
+	SrcTarget string `msgpack:"src_target,omitempty"`
+	SrcPath   string `msgpack:"src_path"`
+	DstTarget string `msgpack:"dst_target,omitempty"`
+	DstPath   string `msgpack:"dst_path"`
+	Recursive bool   `msgpack:"recursive,omitempty"`
+	Preserve  bool   `msgpack:"preserve,omitempty"`
+	Parallel  int    `msgpack:"parallel,omitempty"`
+	// Progress: the client's stderr is a terminal, so a progress bar
+	// is drawn on the stderr stream.
+	Progress bool `msgpack:"progress,omitempty"`
 }
