@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 
@@ -53,6 +54,7 @@ func (p *prompter) setDeadlineHooks(pause, resume func()) {
 type authSet struct {
 	signers []gossh.Signer // publickey, identity files first
 	methods []gossh.AuthMethod
+	names   []string                    // methods' SSH names, in order
 	named   map[string]gossh.AuthMethod // methods by their SSH name
 	agent   io.Closer                   // the ssh-agent connection, closed after the handshake
 }
@@ -67,15 +69,43 @@ func (a *authSet) method(name string, m gossh.AuthMethod) {
 	}
 	a.named[name] = m
 	a.methods = append(a.methods, m)
+	a.names = append(a.names, name)
+}
+
+// maxEagerKeys is how many public keys may be tried before the "none"
+// request (firstMethodFirst): on a server that allows no public key each
+// is a failed attempt, and servers give up after MaxAuthTries (6 by
+// default).
+const maxEagerKeys = 2
+
+// firstMethodFirst says whether authentication may open with the first
+// method instead of "none" (ClientConfig.FirstMethodFirst): when it is
+// publickey with at most maxEagerKeys keys. Most logins are by key, and
+// they save the round trip of "none"; a password-only server costs the
+// keys' failed attempts instead. Other methods wait for the server's
+// list, as they might ask the user for a password the server would
+// not take.
+func (a *authSet) firstMethodFirst() bool {
+	return len(a.names) > 0 && a.names[0] == "publickey" && len(a.signers) <= maxEagerKeys
+}
+
+// tune sets cfg.FirstMethodFirst by name: the field is the patched
+// x/crypto's (third_party/xcrypto), and a program that builds Spindle
+// with upstream x/crypto has none, and works as before.
+func (a *authSet) tune(cfg *gossh.ClientConfig) {
+	if f := reflect.ValueOf(cfg).Elem().FieldByName("FirstMethodFirst"); f.IsValid() && f.Kind() == reflect.Bool {
+		f.SetBool(a.firstMethodFirst())
+	}
 }
 
 // only keeps the methods named, in that order (ssh_config's
 // PreferredAuthentications, less the ones turned off).
 func (a *authSet) only(names []string) {
-	a.methods = a.methods[:0]
+	a.methods, a.names = a.methods[:0], a.names[:0]
 	for _, n := range names {
 		if m, ok := a.named[n]; ok {
 			a.methods = append(a.methods, m)
+			a.names = append(a.names, n)
 		}
 	}
 }

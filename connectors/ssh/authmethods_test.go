@@ -3,7 +3,9 @@ package ssh
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -110,4 +112,69 @@ func TestAuthMethodsFromConfig(t *testing.T) {
 	sshBinary = ""
 	defer func() { sshBinary = old }()
 	check("parsed")
+}
+
+// A login by one or two keys opens with publickey, not "none": a round
+// trip less (FirstMethodFirst). More keys, or another method first, wait
+// for the server's list as ssh does; a server that takes no key costs the
+// key's failed attempt and then "none" for the list (publickey does not
+// pass it on), and the password still logs in.
+func TestFirstMethodFirst(t *testing.T) {
+	isolate(t)
+	dir := t.TempDir()
+	var keys []string
+	var accepted gossh.PublicKey
+	for i := range 3 {
+		p, _, pub := keyFiles(t, dir, fmt.Sprintf("id_%d", i), "")
+		keys = append(keys, p)
+		accepted = pub // the last
+	}
+	var mu sync.Mutex
+	var seen []string
+	logAuth := func(c gossh.ConnMetadata, method string, err error) {
+		mu.Lock()
+		seen = append(seen, method)
+		mu.Unlock()
+	}
+	pwOnly := func(c gossh.ConnMetadata, pw []byte) (*gossh.Permissions, error) {
+		if string(pw) == "pw" {
+			return nil, nil
+		}
+		return nil, errors.New("denied")
+	}
+	both := newTestServer(t, &gossh.ServerConfig{
+		PasswordCallback: pwOnly,
+		PublicKeyCallback: func(c gossh.ConnMetadata, k gossh.PublicKey) (*gossh.Permissions, error) {
+			if string(k.Marshal()) == string(accepted.Marshal()) {
+				return nil, nil
+			}
+			return nil, errors.New("no")
+		},
+		AuthLogCallback: logAuth,
+	}, false)
+	passwordOnly := newTestServer(t, &gossh.ServerConfig{PasswordCallback: pwOnly, AuthLogCallback: logAuth}, false)
+	only := true
+	try := func(srv *testServer, o Options, want ...string) {
+		t.Helper()
+		mu.Lock()
+		seen = nil
+		mu.Unlock()
+		o.Host, o.Port, o.User, o.ConfigFile = "127.0.0.1", srv.port, "tester", "none"
+		o.KnownHostsFiles, o.IdentitiesOnly = []string{knownHosts(t, srv)}, &only
+		l, err := connect(context.Background(), o, zap.NewNop(), 0)
+		if err != nil {
+			t.Fatalf("%v: %v", o.IdentityFiles, err)
+		}
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		if !slices.Equal(seen, want) {
+			t.Errorf("keys %v, methods %v: the server saw %v, want %v", o.IdentityFiles, o.PreferredAuthentications, seen, want)
+		}
+	}
+	try(both, Options{IdentityFiles: keys[2:]}, "publickey")
+	try(both, Options{IdentityFiles: keys[1:]}, "publickey", "publickey")
+	try(both, Options{IdentityFiles: keys}, "none", "publickey", "publickey", "publickey")
+	try(both, Options{IdentityFiles: keys[2:], Password: "pw", PreferredAuthentications: []string{"password", "publickey"}}, "none", "password")
+	try(passwordOnly, Options{IdentityFiles: keys[2:], Password: "pw"}, "publickey", "none", "password")
 }

@@ -401,6 +401,7 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 			return nil
 		},
 	}
+	auth.tune(cfg)
 	remaining := s.timeout - time.Since(start)
 	conn, started := withQuickAck(conn)
 	client, err := handshake(ctx, conn, s.knownAddr, cfg, remaining, pr)

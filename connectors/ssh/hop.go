@@ -96,7 +96,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		}, "")
 		return r, err
 	}
-	var auth authSet
+	auth := authSet{signers: signers}
 	if len(signers) > 0 {
 		auth.method("publickey", gossh.PublicKeys(signers...))
 	}
@@ -147,6 +147,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 			return nil
 		},
 	}
+	auth.tune(cfg)
 
 	timeout := h.Timeout
 	if timeout <= 0 {

@@ -286,6 +286,14 @@ type ClientConfig struct {
 	// User contains the username to authenticate as.
 	User string
 
+	// FirstMethodFirst (Spindle) sends Auth[0] before the "none" request
+	// that otherwise opens authentication, whose only use is to learn
+	// which methods the server allows: the failure of any method says
+	// the same. That saves a round trip whenever Auth[0] logs in, and
+	// costs one failed attempt of it (per key, for public keys) where
+	// the server does not allow it. Ignored with AuthCallback.
+	FirstMethodFirst bool
+
 	// Auth contains possible authentication methods to use with the
 	// server. Only the first instance of a particular RFC 4252 method will
 	// be used during authentication.

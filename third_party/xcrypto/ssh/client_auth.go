@@ -76,7 +76,12 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 	var partialSuccess []string
 
 	sessionID := c.transport.getSessionID()
-	for auth := AuthMethod(new(noneAuth)); auth != nil; {
+	first := AuthMethod(new(noneAuth))
+	askedNone := true
+	if config.FirstMethodFirst && len(config.Auth) > 0 && config.AuthCallback == nil { // Spindle
+		first, askedNone = config.Auth[0], false
+	}
+	for auth := first; auth != nil; {
 		ok, methods, err := auth.auth(sessionID, config.User, c.transport, config.Rand, extensions)
 		if err != nil {
 			// On disconnect, return error immediately
@@ -105,6 +110,12 @@ func (c *connection) clientAuthenticate(config *ClientConfig) error {
 			methods = lastMethods
 		}
 		lastMethods = methods
+		// Spindle: a first method that failed without passing on the
+		// server's list (publickey does not) asks "none" for it.
+		if methods == nil && !askedNone {
+			auth, askedNone = new(noneAuth), true
+			continue
+		}
 
 		// If AuthCallback is set it takes precedence: it picks the next
 		// AuthMethod dynamically. The returned method need not be in
