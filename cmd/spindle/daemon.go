@@ -27,7 +27,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// The daemon keeps the connections of `spindle run --persist` open
+// The daemon keeps the connections of `spindle run/shell/cp --persist` open
 // between commands, like OpenSSH's ControlPersist: the first command
 // starts it (in the background, with the command's environment), and
 // every later one with the same environment and connection flags runs on
@@ -51,8 +51,8 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var stop bool
 	c := &cobra.Command{
 		Use:   "daemon [--stop]",
-		Short: "Keep connections open between commands (started by run/shell --persist)",
-		Long: `Serve 'spindle run --persist' and 'spindle shell --persist' commands,
+		Short: "Keep connections open between commands (started by run, shell and cp --persist)",
+		Long: `Serve the 'spindle run', 'shell' and 'cp' commands given --persist,
 keeping their connections and agents open between commands until none has
 run for --idle. Those commands start it by themselves when it is not
 running, on the socket of their environment; run it by hand only to watch
