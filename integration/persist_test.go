@@ -5,6 +5,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -37,11 +38,10 @@ func TestCLIPersist(t *testing.T) {
 	r := ptytest.Start(t, cmd)
 	r.WaitFor("(yes/no")
 	r.Type("yes\r")
-	r.WaitFor("agent=")
+	first := agentPID(t, r.WaitForMatch(regexp.MustCompile(`agent=\d+\r?\n`))[0])
 	if code := r.ExitCode(); code != 0 {
 		t.Fatalf("first run: exit %d:\n%s", code, r.Output())
 	}
-	first := agentPID(t, r.Output())
 	if b, _ := os.ReadFile(known); !strings.Contains(string(b), "127.0.0.1") {
 		t.Errorf("the accepted host key is not in known_hosts: %q", b)
 	}

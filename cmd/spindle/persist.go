@@ -207,8 +207,18 @@ func (g *globals) runPersistent(target string, argv []string, o persistOpts) (ha
 	log.Info("through the daemon", zap.String("socket", socket))
 
 	outDone, errDone := make(chan struct{}), make(chan struct{})
-	go func() { io.Copy(g.stdout, stdout); close(outDone) }() //nolint:errcheck // to the end
-	go func() { io.Copy(g.stderr, stderr); close(errDone) }() //nolint:errcheck // to the end
+	copying := false
+	copyOutput := func() {
+		if copying {
+			return
+		}
+		copying = true
+		go func() { io.Copy(g.stdout, stdout); close(outDone) }() //nolint:errcheck // to the end
+		go func() { io.Copy(g.stderr, stderr); close(errDone) }() //nolint:errcheck // to the end
+	}
+	if term == nil {
+		copyOutput()
+	} // else once the terminal is raw, or its \n would turn into \r\r\n
 
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -275,6 +285,7 @@ func (g *globals) runPersistent(target string, argv []string, o persistOpts) (ha
 						attachErr = err
 						send(&daemonproto.Msg{Kind: daemonproto.KindSignal, Signal: int(syscall.SIGHUP)})
 					}
+					copyOutput()
 				} else if g.stdin != nil {
 					go func() {
 						io.Copy(stdin, g.stdin) //nolint:errcheck // the command may exit first
@@ -284,6 +295,7 @@ func (g *globals) runPersistent(target string, argv []string, o persistOpts) (ha
 					stdin.Close()
 				}
 			case daemonproto.KindExit:
+				copyOutput() // if it ended before it started
 				<-outDone
 				<-errDone
 				if detach != nil {

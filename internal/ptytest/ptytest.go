@@ -5,8 +5,10 @@ package ptytest
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	osexec "os/exec"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -81,17 +83,31 @@ func (r *Run) WaitFor(s string) { r.t.Helper(); r.WaitForN(s, 1) }
 // WaitForN waits until the output contains s n times (not overlapping).
 func (r *Run) WaitForN(s string, n int) {
 	r.t.Helper()
+	r.waitUntil(fmt.Sprintf("%q", s), func(out string) bool { return strings.Count(out, s) >= n })
+}
+
+// WaitForMatch waits until re matches the output, and returns the match.
+func (r *Run) WaitForMatch(re *regexp.Regexp) []string {
+	r.t.Helper()
+	var m []string
+	r.waitUntil(re.String(), func(out string) bool { m = re.FindStringSubmatch(out); return m != nil })
+	return m
+}
+
+func (r *Run) waitUntil(what string, done func(out string) bool) {
+	r.t.Helper()
 	deadline := time.After(Wait)
-	for strings.Count(r.Output(), s) < n {
+	for !done(r.Output()) {
 		select {
 		case <-r.more:
 		case <-deadline:
-			r.t.Fatalf("no %q in the output after %v:\n%q", s, Wait, r.Output())
+			r.t.Fatalf("no %s in the output after %v:\n%q", what, Wait, r.Output())
 		}
 	}
 }
 
-// ExitCode waits for the program to exit and returns its status.
+// ExitCode waits for the program to exit and returns its status. What it
+// printed last may not have been collected yet: WaitFor it.
 func (r *Run) ExitCode() int {
 	r.t.Helper()
 	select {
