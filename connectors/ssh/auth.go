@@ -89,6 +89,33 @@ func (a *authSet) firstMethodFirst() bool {
 	return len(a.names) > 0 && a.names[0] == "publickey" && len(a.signers) <= maxEagerKeys
 }
 
+// eagerSigner is a key whose login is signed at once, without first
+// asking the server whether it would take the key: the patched x/crypto's
+// SignerWithoutQuery (upstream's ignores the method and asks first).
+type eagerSigner struct{ gossh.Signer }
+
+func (eagerSigner) SignWithoutQuery() bool { return true }
+
+// signsAtOnce makes s an eagerSigner when signing costs nothing but the
+// signature: an Ed25519 or ECDSA key (one signature algorithm each,
+// nothing to negotiate), from a file or the ssh-agent, that asks for no
+// passphrase (lazySigner) or touch (security keys), and that is not
+// handed to the agent after its first signature (AddKeysToAgent: not
+// before the server took it). Only the first key gets it: the one most
+// likely taken, and at most one signature spent on a server that takes
+// none.
+func signsAtOnce(s gossh.Signer) gossh.Signer {
+	switch s.(type) {
+	case *lazySigner, *addingSigner:
+		return s
+	}
+	switch s.PublicKey().Type() {
+	case gossh.KeyAlgoED25519, gossh.KeyAlgoECDSA256, gossh.KeyAlgoECDSA384, gossh.KeyAlgoECDSA521:
+		return eagerSigner{s}
+	}
+	return s
+}
+
 // tune sets cfg.FirstMethodFirst by name: the field is the patched
 // x/crypto's (third_party/xcrypto), and a program that builds Spindle
 // with upstream x/crypto has none, and works as before.
@@ -261,7 +288,7 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 		}
 	}
 	if len(as.signers) > 0 {
-		signers := as.signers
+		signers := append([]gossh.Signer{signsAtOnce(as.signers[0])}, as.signers[1:]...)
 		as.method("publickey", gossh.PublicKeysCallback(func() ([]gossh.Signer, error) { return signers, nil }))
 	}
 

@@ -117,8 +117,8 @@ func TestAuthMethodsFromConfig(t *testing.T) {
 // A login by one or two keys opens with publickey, not "none": a round
 // trip less (FirstMethodFirst). More keys, or another method first, wait
 // for the server's list as ssh does; a server that takes no key costs the
-// key's failed attempt and then "none" for the list (publickey does not
-// pass it on), and the password still logs in.
+// key's failed attempt (and then "none" for the list, after a query, which
+// does not pass it on), and the password still logs in.
 func TestFirstMethodFirst(t *testing.T) {
 	isolate(t)
 	dir := t.TempDir()
@@ -176,5 +176,11 @@ func TestFirstMethodFirst(t *testing.T) {
 	try(both, Options{IdentityFiles: keys[1:]}, "publickey", "publickey")
 	try(both, Options{IdentityFiles: keys}, "none", "publickey", "publickey", "publickey")
 	try(both, Options{IdentityFiles: keys[2:], Password: "pw", PreferredAuthentications: []string{"password", "publickey"}}, "none", "password")
-	try(passwordOnly, Options{IdentityFiles: keys[2:], Password: "pw"}, "publickey", "none", "password")
+	// The first key signs at once, and its refusal brings the list.
+	try(passwordOnly, Options{IdentityFiles: keys[2:], Password: "pw"}, "publickey", "password")
+	// A key that would ask for its passphrase is queried first; its
+	// refusal has no list, so "none" asks for it.
+	enc, _, _ := keyFiles(t, dir, "id_enc", "secret")
+	try(passwordOnly, Options{IdentityFiles: []string{enc}, PasswordPrompt: func(string) (string, error) { return "pw", nil }},
+		"publickey", "none", "password")
 }
