@@ -104,10 +104,24 @@ func TestPersistReusesTheConnection(t *testing.T) {
 // Ctrl-C on a command run through the daemon kills the remote process and
 // exits 130, as without.
 func TestPersistSignal(t *testing.T) {
-	env := persistEnv(t)
+	cmd, pid := startSleep(t, persistEnv(t), nil)
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("after SIGINT: %v, want exit status 130", err)
+	}
+	pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
+}
+
+// startSleep starts `spindle run --persist` of a remote sleep with env,
+// its stderr to stderr (if not nil), and returns once the remote shell
+// runs, with its pid. The CLI is killed after a minute at the latest.
+func startSleep(t *testing.T, env []string, stderr io.Writer) (*osexec.Cmd, int) {
+	t.Helper()
 	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "--persist", "1m", "local", "--",
 		"sh", "-c", "echo $$; exec sleep 60")
-	cmd.Env = env
+	cmd.Env, cmd.Stderr = env, stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -116,19 +130,13 @@ func TestPersistSignal(t *testing.T) {
 		t.Fatal(err)
 	}
 	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	line, err := bufio.NewReader(out).ReadString('\n') // the remote shell's pid: it runs
+	t.Cleanup(func() { timer.Stop() })
+	line, err := bufio.NewReader(out).ReadString('\n')
 	pid, perr := strconv.Atoi(strings.TrimSpace(line))
 	if err != nil || perr != nil {
 		t.Fatalf("remote pid: %q, %v", line, err)
 	}
-	cmd.Process.Signal(syscall.SIGINT)
-	err = cmd.Wait()
-	var ee *osexec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
-		t.Errorf("after SIGINT: %v, want exit status 130", err)
-	}
-	pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
+	return cmd, pid
 }
 
 // pollUntil checks cond every 10 ms until it holds, and fails t after 20 s.
@@ -226,27 +234,10 @@ func TestPersistConcurrentClients(t *testing.T) {
 // it runs, remote processes included, and their clients say so.
 func TestPersistDaemonStopped(t *testing.T) {
 	env, rt := persistEnvDir(t)
-	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "--persist", "1m", "local", "--",
-		"sh", "-c", "echo $$; exec sleep 60")
-	cmd.Env = env
 	var errb bytes.Buffer
-	cmd.Stderr = &errb
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
-	defer timer.Stop()
-	line, err := bufio.NewReader(out).ReadString('\n')
-	pid, perr := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || perr != nil {
-		t.Fatalf("remote pid: %q, %v", line, err)
-	}
+	cmd, pid := startSleep(t, env, &errb)
 	stopDaemons(rt)
-	err = cmd.Wait()
+	err := cmd.Wait()
 	var ee *osexec.ExitError
 	if !errors.As(err, &ee) || ee.ExitCode() == 0 || !strings.HasPrefix(errb.String(), "spindle: ") {
 		t.Errorf("client of a stopped daemon: %v, stderr %q; want a failure saying why", err, errb.String())
