@@ -177,16 +177,7 @@ func TestPersistConcurrentClients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := newDaemonServer(io.Discard, zap.NewNop(), 0, time.Minute)
-	ready, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- d.run(socket, w) }()
-	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ok\n" {
-		t.Fatalf("daemon: %q, %v", line, err)
-	}
+	d, served := serveDaemon(t, socket)
 	const clients = 6
 	outs := make([]string, clients)
 	errs := make([]error, clients)
@@ -245,6 +236,23 @@ func TestPersistDaemonStopped(t *testing.T) {
 	pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
 }
 
+// serveDaemon runs a daemon in this process on socket, and returns once it
+// serves; served reports how its run ended.
+func serveDaemon(t *testing.T, socket string) (d *daemonServer, served chan error) {
+	t.Helper()
+	d = newDaemonServer(io.Discard, zap.NewNop(), 0, time.Minute)
+	ready, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	served = make(chan error, 1)
+	go func() { served <- d.run(socket, w) }()
+	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ok\n" {
+		t.Fatalf("daemon: %q, %v", line, err)
+	}
+	return d, served
+}
+
 // A client that connects and says nothing is dropped after
 // clientHelloTimeout, so that it cannot keep the daemon from exiting.
 func TestDaemonDropsSilentClients(t *testing.T) {
@@ -252,16 +260,7 @@ func TestDaemonDropsSilentClients(t *testing.T) {
 	clientHelloTimeout = 50 * time.Millisecond
 	defer func() { clientHelloTimeout = old }()
 	socket := filepath.Join(t.TempDir(), "d.sock")
-	d := newDaemonServer(io.Discard, zap.NewNop(), 0, time.Minute)
-	ready, w, err := os.Pipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- d.run(socket, w) }()
-	if line, err := bufio.NewReader(ready).ReadString('\n'); line != "ok\n" {
-		t.Fatalf("daemon: %q, %v", line, err)
-	}
+	d, served := serveDaemon(t, socket)
 	c, err := net.Dial("unix", socket)
 	if err != nil {
 		t.Fatal(err)
