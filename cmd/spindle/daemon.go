@@ -76,7 +76,14 @@ connection it keeps) and waits until it has.`,
 				if err != nil {
 					return err
 				}
-				defer f.Close()
+				defer func() {
+					// An empty log (nothing went wrong) goes with the
+					// daemon: one is made per environment.
+					if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
+						os.Remove(logFile)
+					}
+					f.Close()
+				}()
 				g.stderr = f
 			}
 			var ready *os.File

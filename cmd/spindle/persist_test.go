@@ -160,9 +160,9 @@ func TestPersistIdleExit(t *testing.T) {
 	if _, errs, code := spindleEnv(t, env, "", "run", "--persist", "200ms", "local", "--", "true"); code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	pollUntil(t, "the daemon's socket removed after a 200 ms persist", func() bool {
-		socks, _ := filepath.Glob(filepath.Join(rt, "spindle-daemon", "*.sock"))
-		return len(socks) == 0
+	pollUntil(t, "the daemon's socket, pid file and empty log removed after a 200 ms persist", func() bool {
+		left, _ := filepath.Glob(filepath.Join(rt, "spindle-daemon", "*"))
+		return len(left) == 0
 	})
 	if fi, err := os.Stat(filepath.Join(rt, "spindle-daemon")); err != nil || fi.Mode().Perm() != 0o700 {
 		t.Errorf("daemon dir: %v, %v; want mode 0700", fi.Mode(), err)
