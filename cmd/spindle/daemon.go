@@ -428,7 +428,15 @@ func (d *daemonServer) runFor(ctx stdctx.Context, r *daemonproto.Run, cl *daemon
 		become: becomeOptions{passwordEnv: r.BecomePasswordEnv, ask: r.AskBecomePass},
 		prompt: func(p string) (string, error) { return cl.ask(ctx, p, false) },
 		ask:    func(q string) (string, error) { return cl.ask(ctx, q, true) }}
-	err := d.runOn(ctx, g, r, cl)
+	// The client's -v: what happens for its request (a connection made,
+	// reused or lost, the connection's own logs meanwhile) goes to its
+	// stderr too, until the request ends.
+	rl := &requestLog{w: cl.streams.stderr}
+	defer rl.end()
+	if r.Verbose > 0 {
+		g.logAlso = consoleCore(rl, r.Verbose)
+	}
+	err := d.runOn(ctx, g, r, cl, g.logger())
 	var msg bytes.Buffer
 	code := g.report(err, &msg)
 	return code, msg.String()
@@ -449,9 +457,9 @@ func (d *daemonServer) slot(r *daemonproto.Run, target string) *daemonSession {
 	return ds
 }
 
-func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient) error {
+func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient, log *zap.Logger) error {
 	if r.Copy != nil {
-		return d.copyOn(ctx, g, r, cl)
+		return d.copyOn(ctx, g, r, cl, log)
 	}
 	ds := d.slot(r, r.Target)
 
@@ -462,7 +470,7 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 	for attempt := 0; p == nil; attempt++ {
 		var reused bool
 		var err error
-		s, reused, err = d.sessionFor(ctx, g, ds, r.Target)
+		s, reused, err = d.sessionFor(ctx, g, ds, r.Target, log)
 		if err != nil {
 			return err
 		}
@@ -471,7 +479,7 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 			if !reused || attempt > 0 || !errors.Is(err, spindle.ErrDisconnected) {
 				return commandExit(nil, err, cl.sig())
 			}
-			d.log.Info("daemon: kept connection lost", zap.String("target", r.Target), zap.Error(err))
+			log.Info("daemon: kept connection lost", zap.String("target", r.Target), zap.Error(err))
 			d.drop(ds, s)
 		}
 	}
@@ -505,7 +513,7 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 }
 
 // copyOn runs r's copy on the kept connections of its remote sides.
-func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient) error {
+func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run, cl *daemonClient, rlog *zap.Logger) error {
 	c := r.Copy
 	o := &cpOptions{recursive: c.Recursive, preserve: c.Preserve, parallel: max(c.Parallel, 1)}
 	src := copyEndpoint{Target: c.SrcTarget, Path: c.SrcPath}
@@ -515,12 +523,12 @@ func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run
 		return err
 	}
 	var cxs [2]*spindle.Context
-	log := d.log
+	log := rlog
 	for i, e := range []copyEndpoint{src, dst} {
 		if !e.remote() {
 			continue
 		}
-		s, err := d.liveSession(ctx, g, d.slot(r, e.Target), e.Target)
+		s, err := d.liveSession(ctx, g, d.slot(r, e.Target), e.Target, rlog)
 		if err != nil {
 			return err
 		}
@@ -536,15 +544,15 @@ func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run
 
 // liveSession is sessionFor, with a kept connection checked by a ping
 // first (a copy has no single call to retry) and replaced if it died.
-func (d *daemonServer) liveSession(ctx stdctx.Context, g *globals, ds *daemonSession, target string) (*session, error) {
-	s, reused, err := d.sessionFor(ctx, g, ds, target)
+func (d *daemonServer) liveSession(ctx stdctx.Context, g *globals, ds *daemonSession, target string, log *zap.Logger) (*session, error) {
+	s, reused, err := d.sessionFor(ctx, g, ds, target, log)
 	if err != nil || !reused {
 		return s, err
 	}
 	if err := sys.Ping(ctx, s.cx); err != nil && errors.Is(err, spindle.ErrDisconnected) {
-		d.log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(err))
+		log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(err))
 		d.drop(ds, s)
-		s, _, err = d.sessionFor(ctx, g, ds, target)
+		s, _, err = d.sessionFor(ctx, g, ds, target, log)
 		return s, err
 	}
 	return s, nil
@@ -552,24 +560,47 @@ func (d *daemonServer) liveSession(ctx stdctx.Context, g *globals, ds *daemonSes
 
 // sessionFor returns ds's connection, made now with g's flags if there is
 // none or it died; reused says it was there.
-func (d *daemonServer) sessionFor(ctx stdctx.Context, g *globals, ds *daemonSession, target string) (s *session, reused bool, err error) {
+func (d *daemonServer) sessionFor(ctx stdctx.Context, g *globals, ds *daemonSession, target string, log *zap.Logger) (s *session, reused bool, err error) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	if ds.s != nil {
 		select {
 		case <-ds.s.cx.Done():
-			d.log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(ds.s.cx.Err()))
+			log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(ds.s.cx.Err()))
 			ds.s.Close()
 			ds.s = nil
 		default:
+			log.Info("daemon: reusing the connection", zap.String("target", target))
 			return ds.s, true, nil
 		}
 	}
 	if ds.s, err = g.connect(ctx, target); err != nil {
 		return nil, false, err
 	}
-	d.log.Info("daemon: connected", zap.String("target", target))
+	log.Info("daemon: connected", zap.String("target", target))
 	return ds.s, false, nil
+}
+
+// requestLog is a client's stderr for the logs of its request; what comes
+// after the request ended (a kept connection logging later) is dropped.
+type requestLog struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (r *requestLog) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.w == nil {
+		return len(p), nil
+	}
+	return r.w.Write(p)
+}
+
+func (r *requestLog) end() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.w = nil
 }
 
 // drop closes s, ds's connection unless another command replaced it.

@@ -54,6 +54,8 @@ type globals struct {
 	// logOut, if set, takes the logs instead of stderr: the daemon's
 	// connections outlive the command whose stderr they began with.
 	logOut io.Writer
+	// logAlso, if set, gets the logs too (the daemon: its client's -v).
+	logAlso zapcore.Core
 	// persist is --persist (run through the daemon; 0: not).
 	persist time.Duration
 }
@@ -242,16 +244,22 @@ func exitCode(err error) int {
 // logger builds the CLI's zap logger: warnings and errors by default, -v
 // info, -vv debug.
 func (g *globals) logger() *zap.Logger {
-	level := slog.LevelFor(g.verbose)
-	enc := zap.NewDevelopmentEncoderConfig()
-	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
 	out := g.stderr
 	if g.logOut != nil {
 		out = g.logOut
 	}
-	w := zapcore.AddSync(out)
-	core := zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(w), level)
+	core := consoleCore(out, g.verbose)
+	if g.logAlso != nil {
+		core = zapcore.NewTee(core, g.logAlso)
+	}
 	return zap.New(core)
+}
+
+// consoleCore writes logs for a person to w at the level of -v verbose.
+func consoleCore(w io.Writer, verbose int) zapcore.Core {
+	enc := zap.NewDevelopmentEncoderConfig()
+	enc.EncodeTime = zapcore.TimeEncoderOfLayout("15:04:05.000")
+	return zapcore.NewCore(zapcore.NewConsoleEncoder(enc), zapcore.Lock(zapcore.AddSync(w)), slog.LevelFor(verbose))
 }
 
 // session is one connected target.

@@ -73,13 +73,18 @@ func spindleIn(t *testing.T, dir string, env []string, stdin string, args ...str
 func TestPersistReusesTheConnection(t *testing.T) {
 	env := persistEnv(t)
 	parent := []string{"--", "sh", "-c", "echo $PPID"}
+	// -v shows what the daemon did for the command, as it would show the
+	// connection without it.
 	first, errs, code := spindleEnv(t, env, "", append([]string{"-v", "run", "--persist", "1m", "local"}, parent...)...)
-	if code != 0 || !strings.Contains(errs, "through the daemon") {
+	if code != 0 || !strings.Contains(errs, "through the daemon") || !strings.Contains(errs, "daemon: connected") {
 		t.Fatalf("first run: exit %d, stderr:\n%s", code, errs)
 	}
-	second, _, _ := spindleEnv(t, env, "", append([]string{"run", "--persist", "1m", "local"}, parent...)...)
+	second, errs, _ := spindleEnv(t, env, "", append([]string{"-v", "run", "--persist", "1m", "local"}, parent...)...)
 	if first == "" || second != first {
 		t.Errorf("the agent of the second run is %q, of the first %q: want the same", second, first)
+	}
+	if !strings.Contains(errs, "daemon: reusing the connection") {
+		t.Errorf("second run's -v does not say it reused the connection:\n%s", errs)
 	}
 	alone, _, _ := spindleEnv(t, env, "", append([]string{"run", "local"}, parent...)...)
 	if alone == first {

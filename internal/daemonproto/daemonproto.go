@@ -114,9 +114,10 @@ type Run struct {
 	// unused.
 	Copy *Copy `msgpack:"copy,omitempty"`
 
-	TimeoutNS   int64 `msgpack:"timeout_ns,omitempty"`  // --timeout, for a new connection
-	Interactive bool  `msgpack:"interactive,omitempty"` // the client can ask its user
-	PersistNS   int64 `msgpack:"persist_ns,omitempty"`  // idle time before the daemon exits
+	TimeoutNS   int64 `msgpack:"timeout_ns,omitempty"` // --timeout, for a new connection
+	Interactive bool  `msgpack:"interactive,omitempty"`
+	Verbose     int   `msgpack:"verbose,omitempty"`    // the client's -v: its request's logs go to its stderr too // the client can ask its user
+	PersistNS   int64 `msgpack:"persist_ns,omitempty"` // idle time before the daemon exits
 }
 
 // WriteMsg writes m as one frame.
