@@ -2,6 +2,7 @@ package wire_test
 
 import (
 	"errors"
+	"math"
 	"reflect"
 	"testing"
 
@@ -88,7 +89,8 @@ func FuzzUnmarshal(f *testing.F) {
 }
 
 // equalish is DeepEqual that treats nil and empty slices and maps alike
-// (msgpack encodes both as empty or nil depending on the path).
+// (msgpack encodes both as empty or nil depending on the path), and NaNs
+// as equal.
 func equalish(a, b any) bool {
 	return reflect.DeepEqual(normalize(reflect.ValueOf(a)), normalize(reflect.ValueOf(b)))
 }
@@ -121,6 +123,11 @@ func normalize(v reflect.Value) any {
 			out[i] = normalize(v.Field(i))
 		}
 		return out
+	case reflect.Float32, reflect.Float64:
+		if math.IsNaN(v.Float()) {
+			return "NaN" // a NaN equals no NaN, itself included
+		}
+		return v.Float()
 	default:
 		return v.Interface()
 	}
