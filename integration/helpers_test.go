@@ -90,6 +90,20 @@ func (tg *target) opts() ssh.Options {
 	}
 }
 
+// sshConfig writes an ssh_config whose Host alias reaches tg as opts()
+// does, with extra lines ("  Keyword value\n" each) for the alias, and
+// returns its path.
+func (tg *target) sshConfig(t *testing.T, alias, extra string) string {
+	t.Helper()
+	cfg := filepath.Join(sshtest.TempDir(t, "ssh-config-"), "config")
+	config := fmt.Sprintf("Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n%s",
+		alias, tg.s.Port, tg.u.Name, tg.key.Path, tg.kh, extra)
+	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
 // connect starts a controller (closed when t ends) and connects it
 // through c. Logs at debug level are kept in tg.logs when tg is not nil.
 func connect(t *testing.T, tg *target, c spindle.Connector) (*spindle.Controller, *spindle.Context, error) {

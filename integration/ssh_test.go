@@ -743,13 +743,7 @@ func TestSSHSendEnv(t *testing.T) {
 	tg := newTarget(t, "/bin/sh")
 	t.Setenv("LC_SPINDLE_SENT", "sent value")
 	t.Setenv("LC_SPINDLE_UNSENT", "not asked for")
-	dir := sshtest.TempDir(t, "sendenv-")
-	cfg := filepath.Join(dir, "config")
-	config := fmt.Sprintf("Host envhost\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n"+
-		"  SendEnv LC_SPINDLE_SENT\n  SetEnv LC_SPINDLE_SET=\"set value\" SPINDLE_REFUSED=x\n", tg.s.Port, tg.u.Name, tg.key.Path, tg.kh)
-	if err := os.WriteFile(cfg, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	cfg := tg.sshConfig(t, "envhost", "  SendEnv LC_SPINDLE_SENT\n  SetEnv LC_SPINDLE_SET=\"set value\" SPINDLE_REFUSED=x\n")
 	_, cx := mustConnect(t, tg, ssh.Options{Host: "envhost", ConfigFile: cfg, SetEnv: []string{"LC_SPINDLE_OPT=from options"}})
 	out := run(t, cx, "sh", "-c", `printf '%s|%s|%s|%s|%s' "$LC_SPINDLE_SENT" "$LC_SPINDLE_SET" "$LC_SPINDLE_OPT" "${LC_SPINDLE_UNSENT-unset}" "${SPINDLE_REFUSED-unset}"`)
 	if want := "sent value|set value|from options|unset|unset"; out != want {

@@ -46,7 +46,8 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 // sshOptionNames are the -o keys the CLI understands.
 var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "IdentityFile", "IdentitiesOnly", "IdentityAgent", "CertificateFile", "ForwardAgent",
 	"AddKeysToAgent", "ConnectionAttempts", "User", "Port", "ConnectTimeout", "ServerAliveInterval", "ServerAliveCountMax", "BatchMode",
-	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv", "EscapeChar"}
+	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv", "EscapeChar",
+	"Ciphers", "MACs", "KexAlgorithms", "HostKeyAlgorithms"}
 
 // parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
 // values to a policy.
@@ -169,6 +170,13 @@ func (o *connectOptions) sshOptions(a sshAddr) (ssh.Options, error) {
 				} else {
 					so.ProxyJump = val
 				}
+			}
+		case "ciphers", "macs", "kexalgorithms", "hostkeyalgorithms":
+			// As in ssh, the first value given wins.
+			dst := map[string]*string{"ciphers": &so.Ciphers, "macs": &so.MACs,
+				"kexalgorithms": &so.KexAlgorithms, "hostkeyalgorithms": &so.HostKeyAlgorithms}[strings.ToLower(key)]
+			if *dst == "" {
+				*dst = val
 			}
 		case "batchmode":
 			b, err := parseYesNo(key, val)

@@ -180,9 +180,10 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 	t.Setenv("SPINDLE_TEST_PW", "s3cret")
 	yes := true
 	o := &connectOptions{
-		configFile:  "/tmp/cfg",
-		identities:  []string{"/k1", "/k2"},
-		sshOpts:     []string{"StrictHostKeyChecking=accept-new", "UserKnownHostsFile=/kh1 /kh2", "identityfile=/k3", "IdentitiesOnly yes", "Port=2200", "User=bob", "ConnectTimeout=7", "ServerAliveInterval=5", "ServerAliveCountMax=2", "IdentityAgent=/run/agent.sock", "IdentityAgent=/second", "CertificateFile=/c1", "certificatefile=/c2", "PreferredAuthentications=publickey,password", "SendEnv=LANG LC_*", "SetEnv=LC_X=a b", "AddKeysToAgent=confirm 1h", "AddKeysToAgent=no", "ConnectionAttempts=4"},
+		configFile: "/tmp/cfg",
+		identities: []string{"/k1", "/k2"},
+		sshOpts: []string{"StrictHostKeyChecking=accept-new", "UserKnownHostsFile=/kh1 /kh2", "identityfile=/k3", "IdentitiesOnly yes", "Port=2200", "User=bob", "ConnectTimeout=7", "ServerAliveInterval=5", "ServerAliveCountMax=2", "IdentityAgent=/run/agent.sock", "IdentityAgent=/second", "CertificateFile=/c1", "certificatefile=/c2", "PreferredAuthentications=publickey,password", "SendEnv=LANG LC_*", "SetEnv=LC_X=a b", "AddKeysToAgent=confirm 1h", "AddKeysToAgent=no", "ConnectionAttempts=4",
+			"KexAlgorithms=+diffie-hellman-group1-sha1", "kexalgorithms=ignored", "Ciphers=^aes128-cbc", "MACs=-hmac-sha1*", "HostKeyAlgorithms=ssh-ed25519"},
 		passwordEnv: "SPINDLE_TEST_PW",
 		interactive: true,
 	}
@@ -197,6 +198,7 @@ func TestSSHOptionsFromFlags(t *testing.T) {
 	got.HostKeyPrompt = nil
 	want := ssh.Options{Host: "web1", Port: 2200, User: "alice", ConfigFile: "/tmp/cfg",
 		IdentityFiles: []string{"/k1", "/k2", "/k3"}, IdentitiesOnly: &yes, IdentityAgent: "/run/agent.sock", CertificateFiles: []string{"/c1", "/c2"}, PreferredAuthentications: []string{"publickey", "password"}, SendEnv: []string{"LANG", "LC_*"}, SetEnv: []string{"LC_X=a b"}, AddKeysToAgent: "confirm 1h", ConnectionAttempts: 4, Password: "s3cret",
+		KexAlgorithms: "+diffie-hellman-group1-sha1", Ciphers: "^aes128-cbc", MACs: "-hmac-sha1*", HostKeyAlgorithms: "ssh-ed25519",
 		KnownHostsFiles: []string{"/kh1", "/kh2"}, HostKeyPolicy: ssh.HostKeyAcceptNew,
 		ConnectTimeout: 7 * time.Second, KeepaliveInterval: 5 * time.Second, KeepaliveCountMax: 2}
 	if !reflect.DeepEqual(got, want) {

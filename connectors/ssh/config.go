@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -15,6 +17,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/kevinburke/ssh_config"
@@ -54,7 +57,13 @@ type hostConfig struct {
 	ServerAliveInterval   time.Duration // 0 = not set
 	ServerAliveCountMax   int           // 0 = not set
 	ConnectionAttempts    int           // 0 = not set
-	Source                string        // where the values came from, for messages
+	// Ciphers, MACs, KexAlgorithms and HostKeyAlgorithms as written
+	// ("+LIST", "-LIST", "^LIST" or LIST), or as ssh -G prints them:
+	// OpenSSH's defaults with the configuration applied, which
+	// openSSHDefaults (keyed by lowercase keyword) tell apart.
+	Ciphers, MACs, KexAlgorithms, HostKeyAlgorithms string
+	openSSHDefaults                                 map[string]string
+	Source                                          string // where the values came from, for messages
 }
 
 // sshBinary is the OpenSSH client asked with `ssh -G`; tests blank it to
@@ -181,6 +190,7 @@ func runSSHG(ctx context.Context, path, host, configFile, user string, port int)
 	}
 	hc.Alias = host
 	hc.Source = "ssh -G"
+	hc.openSSHDefaults = openSSHDefaults(path)
 	// OpenSSH before 9.x prints IdentityFile with its %-tokens unexpanded.
 	tk := hc.tokens(host)
 	for i, f := range hc.IdentityFiles {
@@ -193,6 +203,81 @@ func runSSHG(ctx context.Context, path, host, configFile, user string, port int)
 		hc.UserKnownHostsFiles[i] = tk.expand(f)
 	}
 	return hc, nil
+}
+
+// openSSHDefaultLists holds, per ssh binary, what `ssh -G -F none` prints
+// for the algorithm lists: OpenSSH's own defaults, against which a
+// configuration's lists are told apart (algoKeyword.fromOpenSSH). They
+// are asked once per binary and kept in the user's cache directory, so
+// that a CLI command does not pay for a second ssh process (8 ms on a
+// slow VM) every time.
+var openSSHDefaultLists sync.Map // ssh binary → func() map[string]string
+
+var algorithmKeywords = []string{"ciphers", "macs", "kexalgorithms", "hostkeyalgorithms"}
+
+// openSSHDefaults returns path's default lists (lowercase keyword → list),
+// or nil when it could not tell.
+func openSSHDefaults(path string) map[string]string {
+	ask, _ := openSSHDefaultLists.LoadOrStore(path, sync.OnceValue(func() map[string]string { return askOpenSSHDefaults(path) }))
+	return ask.(func() map[string]string)()
+}
+
+// askOpenSSHDefaults reads the defaults from the cache file for this very
+// binary (its size, mtime and inode), else asks it and writes the file.
+func askOpenSSHDefaults(path string) map[string]string {
+	cache := ""
+	if fi, err := os.Stat(path); err == nil {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+			if dir, err := os.UserCacheDir(); err == nil {
+				sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%d", path, fi.Size(), fi.ModTime().UnixNano(), st.Ino))
+				cache = filepath.Join(dir, "spindle", "openssh-defaults-"+hex.EncodeToString(sum[:8]))
+			}
+		}
+	}
+	if cache != "" {
+		if b, err := os.ReadFile(cache); err == nil {
+			if lists := parseDefaultLists(b); lists != nil {
+				return lists
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, path, "-G", "-F", "none", "--", "spindle.invalid").Output()
+	if err != nil {
+		return nil
+	}
+	lists := parseDefaultLists(out)
+	if lists != nil && cache != "" {
+		var b strings.Builder
+		for _, k := range algorithmKeywords {
+			fmt.Fprintf(&b, "%s %s\n", k, lists[k])
+		}
+		// Best effort: without the file, the next command asks again.
+		if os.MkdirAll(filepath.Dir(cache), 0o700) == nil {
+			tmp := fmt.Sprintf("%s.%d.tmp", cache, os.Getpid())
+			if os.WriteFile(tmp, []byte(b.String()), 0o600) == nil && os.Rename(tmp, cache) != nil {
+				os.Remove(tmp)
+			}
+		}
+	}
+	return lists
+}
+
+// parseDefaultLists picks the four algorithm lists out of ssh -G's output
+// (or the cache file, in the same form); nil unless all four are there.
+func parseDefaultLists(out []byte) map[string]string {
+	lists := map[string]string{}
+	for _, line := range strings.Split(string(out), "\n") {
+		key, val, _ := strings.Cut(strings.TrimSpace(line), " ")
+		if key = strings.ToLower(key); slices.Contains(algorithmKeywords, key) && strings.TrimSpace(val) != "" {
+			lists[key] = strings.TrimSpace(val)
+		}
+	}
+	if len(lists) != len(algorithmKeywords) {
+		return nil
+	}
+	return lists
 }
 
 // parseSSHG parses the lowercase `key value` lines that `ssh -G` prints.
@@ -358,6 +443,14 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		hc.ProxyJump = val
 	case "proxycommand":
 		hc.ProxyCommand = val
+	case "ciphers":
+		hc.Ciphers = val
+	case "macs":
+		hc.MACs = val
+	case "kexalgorithms":
+		hc.KexAlgorithms = val
+	case "hostkeyalgorithms":
+		hc.HostKeyAlgorithms = val
 	case "hostkeyalias":
 		hc.HostKeyAlias = val
 	case "stricthostkeychecking":
@@ -625,7 +718,8 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	single := []string{"HostName", "User", "Port", "IdentitiesOnly", "ProxyJump", "ProxyCommand",
 		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
 		"ServerAliveInterval", "ServerAliveCountMax", "BatchMode", "PubkeyAuthentication",
-		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent", "ConnectionAttempts", "EscapeChar"}
+		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent", "ConnectionAttempts", "EscapeChar",
+		"Ciphers", "MACs", "KexAlgorithms", "HostKeyAlgorithms"}
 	vals := map[string]string{}
 	for _, k := range single {
 		v, err := get(k)
@@ -656,9 +750,10 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 	}
 	hc.User = remoteUser
 	for _, k := range single[2:] {
-		// The parser answers ssh's default order when none is set, which
-		// ssh -G leaves out: nil means that order here.
-		if vals[k] == "" || k == "PreferredAuthentications" && vals[k] == ssh_config.Default(k) {
+		// The parser answers ssh's default (order) when none is set, which
+		// ssh -G leaves out: nil means that order here, and x/crypto's
+		// algorithms.
+		if vals[k] == "" || vals[k] == ssh_config.Default(k) && slices.Contains([]string{"PreferredAuthentications", "Ciphers", "MACs", "KexAlgorithms", "HostKeyAlgorithms"}, k) {
 			continue
 		}
 		if err := hc.set(strings.ToLower(k), vals[k], nil); err != nil {

@@ -45,7 +45,8 @@ ciphers chacha20-poly1305@openssh.com,aes128-ctr
 				StrictHostKeyChecking: "accept-new",
 				UserKnownHostsFiles:   []string{"/home/me/.ssh/known_hosts", "/home/me/.ssh/known_hosts2"},
 				GlobalKnownHostsFiles: []string{"/etc/ssh/ssh_known_hosts"},
-				ConnectTimeout:        7 * time.Second, ServerAliveInterval: 20 * time.Second, ServerAliveCountMax: 5},
+				ConnectTimeout:        7 * time.Second, ServerAliveInterval: 20 * time.Second, ServerAliveCountMax: 5,
+				Ciphers: "chacha20-poly1305@openssh.com,aes128-ctr"},
 		},
 		{
 			name: "defaults",

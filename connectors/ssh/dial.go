@@ -94,6 +94,7 @@ type settings struct {
 	proxyJump      string
 	proxyCommand   string // expanded; "" when proxyJump is set or none applies
 	proxySource    string // where proxyCommand came from, for messages
+	crypto         cryptoPrefs
 }
 
 // splitTarget parses "[user@]host[:port]" (a ProxyJump element, or
@@ -223,6 +224,15 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 		s.methods = defaultMethods
 	}
 	s.methods = slices.DeleteFunc(slices.Clone(s.methods), func(m string) bool { return slices.Contains(hc.NoMethods, m) })
+
+	var dropped []string
+	s.crypto, dropped, err = resolveCrypto(algorithmSpecs{o.Ciphers, o.MACs, o.KexAlgorithms, o.HostKeyAlgorithms}, hc)
+	if err != nil {
+		return nil, err
+	}
+	if len(dropped) > 0 {
+		log.Debug("ssh algorithms Spindle does not implement, skipped", zap.String("host", host), zap.Strings("skipped", dropped))
+	}
 
 	identityAgent := hc.IdentityAgent
 	if o.IdentityAgent != "" {
@@ -392,15 +402,15 @@ func connect(ctx context.Context, o Options, log *zap.Logger, depth int) (*link,
 	}
 
 	cfg := &gossh.ClientConfig{
-		User:              s.user,
-		Auth:              auth.methods,
-		HostKeyCallback:   hk.callback(s.display),
-		HostKeyAlgorithms: hk.algorithms(s.knownAddr),
+		User:            s.user,
+		Auth:            auth.methods,
+		HostKeyCallback: hk.callback(s.display),
 		BannerCallback: func(msg string) error {
 			log.Debug("ssh banner", zap.String("host", s.display), zap.String("banner", strings.TrimSpace(msg)))
 			return nil
 		},
 	}
+	s.crypto.apply(cfg, hk.algorithms(s.knownAddr))
 	auth.tune(cfg)
 	remaining := s.timeout - time.Since(start)
 	conn, started := withQuickAck(conn)
@@ -578,6 +588,9 @@ func classifyHandshake(err error, hk *hostKeyChecker, s *settings, addr string) 
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("ssh handshake with %s: %w", addr, err)
+	}
+	if hint, ok := negotiationHint(err); ok {
+		return &wrapped{msg: fmt.Sprintf("ssh handshake with %s: %s", addr, hint), err: err}
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "unable to authenticate") || strings.Contains(msg, "no supported methods remain") ||

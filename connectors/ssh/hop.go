@@ -27,11 +27,16 @@ func init() {
 // carries no secret: keys, passwords and known_hosts are served by the
 // controller on the StartRequest's Helper circuit.
 type Hop struct {
-	Display           string        `msgpack:"display"`
-	Addr              string        `msgpack:"addr"`  // host:port to dial
-	KnownAddr         string        `msgpack:"known"` // host:port looked up in known_hosts
-	User              string        `msgpack:"user"`
-	HostKeyAlgorithms []string      `msgpack:"hkalgs,omitempty"`
+	Display           string   `msgpack:"display"`
+	Addr              string   `msgpack:"addr"`  // host:port to dial
+	KnownAddr         string   `msgpack:"known"` // host:port looked up in known_hosts
+	User              string   `msgpack:"user"`
+	HostKeyAlgorithms []string `msgpack:"hkalgs,omitempty"`
+	// Ciphers, MACs and KeyExchanges are the controller's resolved lists
+	// (nil: x/crypto's defaults).
+	Ciphers           []string      `msgpack:"ciphers,omitempty"`
+	MACs              []string      `msgpack:"macs,omitempty"`
+	KeyExchanges      []string      `msgpack:"kex,omitempty"`
 	Timeout           time.Duration `msgpack:"timeout"`
 	KeepaliveInterval time.Duration `msgpack:"ka"`
 	KeepaliveCountMax int           `msgpack:"kacount"`
@@ -134,6 +139,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		User:              h.User,
 		Auth:              methods,
 		HostKeyAlgorithms: h.HostKeyAlgorithms,
+		Config:            gossh.Config{Ciphers: h.Ciphers, MACs: h.MACs, KeyExchanges: h.KeyExchanges},
 		HostKeyCallback: func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 			r, err := askUser(extHostKey, &hostKeyRequest{Hostname: hostname, Remote: remote.String(), Key: key.Marshal()})
 			if err == nil && r.Err != "" {
@@ -205,6 +211,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		return l.startOwnAgent(ctx, &req, src, name, log)
 	}
 	key := hopKey{addr: h.Addr, known: h.KnownAddr, user: h.User, hostKeyAlgs: strings.Join(h.HostKeyAlgorithms, ","), trust: h.Trust,
+		crypto:  strings.Join(h.Ciphers, ",") + ";" + strings.Join(h.MACs, ",") + ";" + strings.Join(h.KeyExchanges, ","),
 		timeout: timeout, kaInterval: h.KeepaliveInterval, kaCount: kaCount}
 	for attempt := 1; ; attempt++ {
 		dialAck = nil
@@ -250,6 +257,7 @@ const maxSessionRetries = 8
 // and as whom it is made, and how it is checked and kept alive.
 type hopKey struct {
 	addr, known, user, hostKeyAlgs, trust string
+	crypto                                string // Ciphers;MACs;KeyExchanges
 	timeout, kaInterval                   time.Duration
 	kaCount                               int
 }

@@ -118,6 +118,15 @@ type Options struct {
 	// controller's own connection: a hop started by an agent ignores it,
 	// as it ignores ProxyJump (the chain of agents is the route).
 	ProxyCommand string
+	// Ciphers, MACs, KexAlgorithms and HostKeyAlgorithms override
+	// ssh_config's lists of the same names, in ssh_config's syntax:
+	// "+LIST" adds to x/crypto's defaults, "-LIST" removes from them,
+	// "^LIST" puts LIST first, a plain LIST replaces them; names may be
+	// patterns (* and ?). Names x/crypto does not implement are skipped
+	// (logged at debug); a list left empty is an error. Unset, ssh_config's
+	// lists apply (as ssh resolves them, system crypto policies included),
+	// else x/crypto's defaults. Hops started by agents use them too.
+	Ciphers, MACs, KexAlgorithms, HostKeyAlgorithms string
 	// Agent supplies the agent binaries; default: the StartRequest's
 	// (the controller's embedded agents).
 	Agent bootstrap.Source

@@ -2,6 +2,7 @@ package ssh
 
 import (
 	"context"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,7 +16,9 @@ func TestSSHGAnswersShared(t *testing.T) {
 	dir := t.TempDir()
 	runs := filepath.Join(dir, "runs")
 	fake := filepath.Join(dir, "ssh")
-	script := "#!/bin/sh\necho run >> " + runs + "\nprintf 'hostname web1.example\\nuser deploy\\nport 2222\\nidentityfile ~/.ssh/id_a\\n'\n"
+	// The question for OpenSSH's defaults (-F none, once per binary) is
+	// not counted.
+	script := "#!/bin/sh\ncase \"$*\" in *\"-F none\"*) exit 0;; esac\necho run >> " + runs + "\nprintf 'hostname web1.example\\nuser deploy\\nport 2222\\nidentityfile ~/.ssh/id_a\\n'\n"
 	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -60,5 +63,54 @@ func TestSSHGAnswersShared(t *testing.T) {
 	}
 	if n := count(); n != 2 {
 		t.Fatalf("ssh -G ran %d times; want a second run after the config changed", n)
+	}
+}
+
+// OpenSSH's default algorithm lists are asked once per ssh binary and
+// kept in the user's cache directory; another binary (or the same one
+// upgraded) is asked again.
+func TestOpenSSHDefaultsCached(t *testing.T) {
+	dir := t.TempDir()
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(dir, "cache"))
+	runs := filepath.Join(dir, "runs")
+	fake := filepath.Join(dir, "ssh")
+	script := "#!/bin/sh\necho run >> " + runs + "\nprintf 'user x\\nciphers c1,c2\\nmacs m1\\nkexalgorithms k1\\nhostkeyalgorithms h1\\n'\n"
+	if err := os.WriteFile(fake, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	count := func() int {
+		b, _ := os.ReadFile(runs)
+		return strings.Count(string(b), "run")
+	}
+	want := map[string]string{"ciphers": "c1,c2", "macs": "m1", "kexalgorithms": "k1", "hostkeyalgorithms": "h1"}
+	for i := range 2 {
+		if got := askOpenSSHDefaults(fake); !maps.Equal(got, want) {
+			t.Fatalf("ask %d: %v", i, got)
+		}
+	}
+	if n := count(); n != 1 {
+		t.Fatalf("ssh -G -F none ran %d times, want once", n)
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "cache", "spindle", "openssh-defaults-*"))
+	if len(files) != 1 {
+		t.Fatalf("cache files: %q", files)
+	}
+	if fi, err := os.Stat(files[0]); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("cache file: %v, %v", fi, err)
+	}
+	// An upgraded binary is another file.
+	if err := os.WriteFile(fake, []byte(script+"# upgraded\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got := askOpenSSHDefaults(fake); !maps.Equal(got, want) || count() != 2 {
+		t.Fatalf("after an upgrade: %v, %d runs", got, count())
+	}
+	// A damaged cache file is asked again, not believed.
+	files, _ = filepath.Glob(filepath.Join(dir, "cache", "spindle", "openssh-defaults-*"))
+	for _, f := range files {
+		os.WriteFile(f, []byte("ciphers x\n"), 0o600)
+	}
+	if got := askOpenSSHDefaults(fake); !maps.Equal(got, want) || count() != 3 {
+		t.Fatalf("after damage: %v, %d runs", got, count())
 	}
 }
