@@ -21,13 +21,26 @@ import (
 // and resume (set once the connection exists) suspend the handshake
 // deadline while the user types.
 type prompter struct {
-	fn     func(prompt string) (string, error)
+	fn func(prompt string) (string, error)
+	// tries is how often a password or passphrase is asked before giving
+	// up (ssh_config's NumberOfPasswordPrompts); 0 means ssh's 3.
+	tries  int
 	mu     sync.Mutex
 	pause  func()
 	resume func()
 }
 
 func (p *prompter) ok() bool { return p != nil && p.fn != nil }
+
+func (p *prompter) maxTries() int {
+	if p == nil || p.tries <= 0 {
+		return defaultPasswordPrompts
+	}
+	return p.tries
+}
+
+// defaultPasswordPrompts is ssh's NumberOfPasswordPrompts default.
+const defaultPasswordPrompts = 3
 
 func (p *prompter) ask(prompt string) (string, error) { return p.askWith(p.fn, prompt) }
 
@@ -293,16 +306,8 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 	}
 
 	if password != "" || pr.ok() {
-		var once sync.Once
-		var pw string
-		var pwErr error
-		getPassword := func() (string, error) {
-			if password != "" {
-				return password, nil
-			}
-			once.Do(func() { pw, pwErr = pr.ask(userHost + "'s password: ") })
-			return pw, pwErr
-		}
+		pa := &passwordAsker{given: password, pr: pr, prompt: userHost + "'s password: "}
+		getPassword := pa.next
 		as.method("keyboard-interactive", gossh.KeyboardInteractive(func(name, instruction string, questions []string, echos []bool) ([]string, error) {
 			answers := make([]string, len(questions))
 			for i, q := range questions {
@@ -331,8 +336,79 @@ func buildAuth(ag agent.ExtendedAgent, explicit, fromConfig, certFiles []string,
 			return answers, nil
 		}))
 		as.method("password", gossh.PasswordCallback(getPassword))
+		pa.retry(as)
 	}
 	return as, nil
+}
+
+// errPasswordsRefused ends authentication once the user has typed
+// NumberOfPasswordPrompts passwords and the server refused each.
+var errPasswordsRefused = errors.New("permission denied: the server refused each password typed")
+
+// passwordAsker answers a server's password questions, as ssh does: a
+// given password (Options.Password) as is, every time; else the user's
+// answer to a prompt, asked again after each refusal ("Permission denied,
+// please try again."), up to tries prompts in all across
+// keyboard-interactive and password.
+type passwordAsker struct {
+	given  string
+	pr     *prompter
+	prompt string
+
+	mu    sync.Mutex
+	asked int
+}
+
+func (a *passwordAsker) next() (string, error) {
+	if a.given != "" {
+		return a.given, nil
+	}
+	if !a.pr.ok() {
+		return "", errors.New("no password given")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.asked >= a.pr.maxTries() {
+		return "", errPasswordsRefused
+	}
+	prompt := a.prompt
+	if a.asked > 0 {
+		prompt = "Permission denied, please try again.\n" + prompt
+	}
+	a.asked++
+	return a.pr.ask(prompt)
+}
+
+// passwordTries is how often a password method may be tried: once for a
+// given password, NumberOfPasswordPrompts for one the user types.
+func passwordTries(given string, pr *prompter) int {
+	if given != "" || !pr.ok() {
+		return 1
+	}
+	return pr.maxTries()
+}
+
+// retry lets the user try again after a refused password: the password
+// and keyboard-interactive methods are retried while the prompts last. A
+// given password is not: the same one again would only use up the
+// server's MaxAuthTries.
+func (a *passwordAsker) retry(as *authSet) { as.retryPasswords(passwordTries(a.given, a.pr)) }
+
+// retryPasswords lets the password and keyboard-interactive methods be
+// tried up to tries times. x/crypto may call a method once more than
+// that: the passwordAsker then ends authentication with
+// errPasswordsRefused, which says why, instead of x/crypto's "no
+// supported methods remain".
+func (a *authSet) retryPasswords(tries int) {
+	if tries <= 1 {
+		return
+	}
+	for i, name := range a.names {
+		if name == "password" || name == "keyboard-interactive" {
+			a.methods[i] = gossh.RetryableAuthMethod(a.methods[i], tries+1)
+			a.named[name] = a.methods[i]
+		}
+	}
 }
 
 // loadIdentity returns a signer for the private key at path: the ssh-agent's
@@ -402,14 +478,10 @@ func loadCert(path string) *gossh.Certificate {
 	return nil
 }
 
-// passphraseTries is how often a passphrase is asked (ssh's
-// NumberOfPasswordPrompts default).
-var passphraseTries = 3
-
 // decrypt asks for the passphrase of an encrypted key, up to
-// passphraseTries times. The passphrase never appears in an error.
+// NumberOfPasswordPrompts times. The passphrase never appears in an error.
 func decrypt(path string, pem []byte, pr *prompter, adder *keyAdder) (gossh.Signer, error) {
-	for try := 0; try < passphraseTries; try++ {
+	for try := 0; try < pr.maxTries(); try++ {
 		pass, err := pr.ask(fmt.Sprintf("Enter passphrase for key '%s': ", path))
 		if err != nil {
 			return nil, fmt.Errorf("passphrase for %s: %w", path, err)

@@ -158,9 +158,7 @@ func TestAuthEncryptedKey(t *testing.T) {
 
 	// Wrong answers only: an error that names the file, not the answers.
 	// (One try: bcrypt is slow under -race.)
-	defer func(n int) { passphraseTries = n }(passphraseTries)
-	passphraseTries = 1
-	pr = &prompter{fn: func(string) (string, error) { return "hunter2", nil }}
+	pr = &prompter{fn: func(string) (string, error) { return "hunter2", nil }, tries: 1}
 	as, err = buildAuth(nil, nil, []string{enc}, nil, false, "", pr, nil, "u@h", zap.NewNop())
 	if err != nil {
 		t.Fatal(err)

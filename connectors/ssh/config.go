@@ -62,6 +62,7 @@ type hostConfig struct {
 	// OpenSSH's defaults with the configuration applied, which
 	// openSSHDefaults (keyed by lowercase keyword) tell apart.
 	Ciphers, MACs, KexAlgorithms, HostKeyAlgorithms string
+	PasswordPrompts                                 int // NumberOfPasswordPrompts; 0 = not set, -1 = none
 	openSSHDefaults                                 map[string]string
 	Source                                          string // where the values came from, for messages
 }
@@ -443,6 +444,15 @@ func (hc *hostConfig) set(key, val string, tk tokens) error {
 		hc.ProxyJump = val
 	case "proxycommand":
 		hc.ProxyCommand = val
+	case "numberofpasswordprompts":
+		n, err := strconv.Atoi(val)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad NumberOfPasswordPrompts %q", val)
+		}
+		hc.PasswordPrompts = n
+		if n == 0 {
+			hc.PasswordPrompts = -1 // none: no password or passphrase is asked
+		}
 	case "ciphers":
 		hc.Ciphers = val
 	case "macs":
@@ -719,7 +729,7 @@ func resolveWithFile(host, configFile, userOverride string, portOverride int) (*
 		"HostKeyAlias", "StrictHostKeyChecking", "HashKnownHosts", "ConnectTimeout",
 		"ServerAliveInterval", "ServerAliveCountMax", "BatchMode", "PubkeyAuthentication",
 		"KbdInteractiveAuthentication", "PasswordAuthentication", "PreferredAuthentications", "AddKeysToAgent", "ConnectionAttempts", "EscapeChar",
-		"Ciphers", "MACs", "KexAlgorithms", "HostKeyAlgorithms"}
+		"Ciphers", "MACs", "KexAlgorithms", "HostKeyAlgorithms", "NumberOfPasswordPrompts"}
 	vals := map[string]string{}
 	for _, k := range single {
 		v, err := get(k)

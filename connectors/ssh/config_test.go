@@ -154,7 +154,7 @@ Host web1
 		IdentityFiles: []string{home + "/keys/web1.example.com-deploy"}, IdentitiesOnly: true, ProxyJump: "bastion",
 		StrictHostKeyChecking: "accept-new", UserKnownHostsFiles: []string{dir + "/kh1", dir + "/kh2"},
 		GlobalKnownHostsFiles: []string{"/etc/ssh/ssh_known_hosts", "/etc/ssh/ssh_known_hosts2"},
-		ConnectTimeout:        5 * time.Second, ServerAliveInterval: 10 * time.Second, ServerAliveCountMax: 4, ConnectionAttempts: 1, EscapeChar: "~", Source: cfg}
+		ConnectTimeout:        5 * time.Second, ServerAliveInterval: 10 * time.Second, ServerAliveCountMax: 4, ConnectionAttempts: 1, EscapeChar: "~", PasswordPrompts: 3, Source: cfg}
 	if !reflect.DeepEqual(hc, want) {
 		t.Fatalf("got  %+v\nwant %+v", hc, want)
 	}

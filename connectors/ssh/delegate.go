@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
@@ -114,6 +113,7 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 		KeepaliveCountMax: s.kaCount,
 		Attempts:          s.attempts,
 		Password:          o.Password != "" || pr.ok(),
+		PasswordTries:     passwordTries(o.Password, pr),
 		Methods:           s.methods,
 		Env:               s.env,
 		ContextName:       o.ContextName,
@@ -127,7 +127,8 @@ func (o Options) Delegate(ctx context.Context, log *zap.Logger) (connectors.Remo
 	// The hop's agent knows every platform's agent by its manifest and
 	// asks for the bytes only if the target needs one it lacks.
 	h.Agents = bootstrap.Manifests(agents)
-	helper := &delegateHelper{auth: auth, hk: hk, agents: agents, display: s.display, password: o.Password, pr: pr, log: log}
+	helper := &delegateHelper{auth: auth, hk: hk, agents: agents, display: s.display, log: log,
+		password: &passwordAsker{given: o.Password, pr: pr, prompt: s.user + "@" + s.display + "'s password: "}}
 	return h, helper, nil
 }
 
@@ -138,13 +139,8 @@ type delegateHelper struct {
 	hk       *hostKeyChecker
 	agents   bootstrap.Source
 	display  string
-	password string
-	pr       *prompter
+	password *passwordAsker // asked once per password the hop's server asks for
 	log      *zap.Logger
-
-	pwOnce sync.Once
-	pw     string
-	pwErr  error
 }
 
 func (h *delegateHelper) Serve(conn net.Conn) {
@@ -228,21 +224,10 @@ func (h *delegateHelper) Extension(typ string, contents []byte) ([]byte, error) 
 			r = helperReply{Err: err.Error(), Kind: "hostkey"}
 		}
 	case extPassword:
-		h.pwOnce.Do(func() {
-			if h.password != "" {
-				h.pw = h.password
-				return
-			}
-			if !h.pr.ok() {
-				h.pwErr = errors.New("no password given")
-				return
-			}
-			h.pw, h.pwErr = h.pr.ask(h.display + "'s password: ")
-		})
-		if h.pwErr != nil {
-			r = helperReply{Err: h.pwErr.Error(), Kind: "auth"}
+		if pw, err := h.password.next(); err != nil {
+			r = helperReply{Err: err.Error(), Kind: "auth"}
 		} else {
-			r.Password = h.pw
+			r.Password = pw
 		}
 	case extAgent:
 		var req agentRequest

@@ -67,34 +67,35 @@ func (l *link) Close() error {
 
 // settings are Options merged with ssh_config: what one hop will use.
 type settings struct {
-	display        string // the host as the user named it
-	hostname       string
-	port           int
-	user           string
-	knownAddr      string // host:port looked up in known_hosts
-	timeout        time.Duration
-	kaInterval     time.Duration // <0: off
-	kaCount        int
-	attempts       int // TCP connects to try, a second apart (ConnectionAttempts)
-	policy         HostKeyPolicy
-	knownFiles     []string
-	knownWrite     string
-	hashKnown      bool
-	identitiesOnly bool
-	identityFiles  []string // from config, after Options.IdentityFiles
-	certFiles      []string // Options.CertificateFiles, then config's
-	batchMode      bool     // no prompts (ssh_config's BatchMode)
-	env            []string // NAME=VALUE for the session (SendEnv, SetEnv)
-	methods        []string // the auth methods to try, in order
-	agentSocket    string   // the ssh-agent's socket; "" for none
-	forwardAgent   string   // the socket of the ssh-agent to forward; "" for none
-	addKeys        addKeys
-	forwards       Forwards // ssh_config's LocalForward, RemoteForward, DynamicForward
-	escapeChar     string   // ssh_config's EscapeChar; "" unset
-	proxyJump      string
-	proxyCommand   string // expanded; "" when proxyJump is set or none applies
-	proxySource    string // where proxyCommand came from, for messages
-	crypto         cryptoPrefs
+	display         string // the host as the user named it
+	hostname        string
+	port            int
+	user            string
+	knownAddr       string // host:port looked up in known_hosts
+	timeout         time.Duration
+	kaInterval      time.Duration // <0: off
+	kaCount         int
+	attempts        int // TCP connects to try, a second apart (ConnectionAttempts)
+	policy          HostKeyPolicy
+	knownFiles      []string
+	knownWrite      string
+	hashKnown       bool
+	identitiesOnly  bool
+	identityFiles   []string // from config, after Options.IdentityFiles
+	certFiles       []string // Options.CertificateFiles, then config's
+	batchMode       bool     // no prompts (ssh_config's BatchMode)
+	env             []string // NAME=VALUE for the session (SendEnv, SetEnv)
+	methods         []string // the auth methods to try, in order
+	agentSocket     string   // the ssh-agent's socket; "" for none
+	forwardAgent    string   // the socket of the ssh-agent to forward; "" for none
+	addKeys         addKeys
+	forwards        Forwards // ssh_config's LocalForward, RemoteForward, DynamicForward
+	escapeChar      string   // ssh_config's EscapeChar; "" unset
+	proxyJump       string
+	proxyCommand    string // expanded; "" when proxyJump is set or none applies
+	proxySource     string // where proxyCommand came from, for messages
+	crypto          cryptoPrefs
+	passwordPrompts int // NumberOfPasswordPrompts; 0: ssh's default, -1: none
 }
 
 // splitTarget parses "[user@]host[:port]" (a ProxyJump element, or
@@ -215,6 +216,7 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 
 	s.certFiles = append(append([]string{}, o.CertificateFiles...), hc.CertificateFiles...)
 	s.batchMode = hc.BatchMode
+	s.passwordPrompts = hc.PasswordPrompts
 	s.env = sessionEnv(os.Environ(), append(slices.Clone(hc.SendEnv), o.SendEnv...), append(slices.Clone(hc.SetEnv), o.SetEnv...))
 	s.methods = hc.PreferredMethods
 	if o.PreferredAuthentications != nil {
@@ -290,10 +292,10 @@ func (o *Options) settle(ctx context.Context, log *zap.Logger) (*settings, error
 
 // prompter asks through fn unless BatchMode forbids asking.
 func (s *settings) prompter(fn func(string) (string, error)) *prompter {
-	if s.batchMode {
+	if s.batchMode || s.passwordPrompts < 0 {
 		fn = nil
 	}
-	return &prompter{fn: fn}
+	return &prompter{fn: fn, tries: s.passwordPrompts}
 }
 
 // keyAdder is what hands keys loaded from files to ag (AddKeysToAgent);
@@ -588,6 +590,11 @@ func classifyHandshake(err error, hk *hostKeyChecker, s *settings, addr string) 
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("ssh handshake with %s: %w", addr, err)
+	}
+	if errors.Is(err, errPasswordsRefused) {
+		return &kindError{kinds: []error{rpc.ErrAuth, err}, msg: fmt.Sprintf(
+			"authentication as %s@%s failed: the server refused each of the %d passwords typed (NumberOfPasswordPrompts)",
+			s.user, s.display, (&prompter{tries: s.passwordPrompts}).maxTries())}
 	}
 	if hint, ok := negotiationHint(err); ok {
 		return &wrapped{msg: fmt.Sprintf("ssh handshake with %s: %s", addr, hint), err: err}

@@ -42,6 +42,7 @@ type Hop struct {
 	KeepaliveCountMax int           `msgpack:"kacount"`
 	Attempts          int           `msgpack:"attempts,omitempty"` // TCP connects to try (ConnectionAttempts)
 	Password          bool          `msgpack:"pw,omitempty"`       // the helper can answer password prompts
+	PasswordTries     int           `msgpack:"pwtries,omitempty"`
 	// Env is sent with the hop's session (NAME=VALUE: the controller's
 	// SendEnv variables and SetEnv).
 	Env []string `msgpack:"env,omitempty"`
@@ -129,6 +130,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 			return answers, nil
 		}))
 		auth.method("password", gossh.PasswordCallback(pw))
+		auth.retryPasswords(h.PasswordTries)
 	}
 	if len(h.Methods) > 0 {
 		auth.only(h.Methods)
