@@ -44,6 +44,22 @@ func daemonYamux() *yamux.Config {
 	return cfg
 }
 
+// maxDaemonLog is the size past which a daemon starting on a log file
+// moves it aside (to FILE.1, replacing the one before) and starts anew,
+// so that a daemon restarted day after day keeps at most two.
+const maxDaemonLog = 1 << 20
+
+// openDaemonLog opens logFile for appending, moving it aside first when it
+// has grown past maxDaemonLog.
+func openDaemonLog(logFile string) (*os.File, error) {
+	if fi, err := os.Stat(logFile); err == nil && fi.Mode().IsRegular() && fi.Size() > maxDaemonLog {
+		if err := os.Rename(logFile, logFile+".1"); err != nil {
+			return nil, fmt.Errorf("rotating the daemon log: %w", err)
+		}
+	}
+	return os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+}
+
 func newDaemonCmd(g *globals) *cobra.Command {
 	var socket, logFile string
 	var idle time.Duration
@@ -72,7 +88,7 @@ connection it keeps) and waits until it has.`,
 				return stopDaemon(g, socket)
 			}
 			if logFile != "" {
-				f, err := os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+				f, err := openDaemonLog(logFile)
 				if err != nil {
 					return err
 				}

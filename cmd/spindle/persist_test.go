@@ -174,6 +174,41 @@ func TestPersistIdleExit(t *testing.T) {
 	}
 }
 
+// A daemon log grown past its limit is moved aside when a daemon starts
+// on it: the old lines in FILE.1, the file itself fresh (and, with
+// nothing logged, removed at exit).
+func TestDaemonLogRotated(t *testing.T) {
+	env, rt := persistEnvDir(t)
+	dir := filepath.Join(rt, "logs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	logFile := filepath.Join(dir, "daemon.log")
+	old := strings.Repeat("an old line\n", maxDaemonLog/12+1)
+	if err := os.WriteFile(logFile, []byte(old), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := spindleEnv(t, env, "", "daemon", "--socket", filepath.Join(dir, "d.sock"), "--log", logFile, "--idle", "1ms"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if b, err := os.ReadFile(logFile + ".1"); err != nil || string(b) != old {
+		t.Fatalf("the old log was not kept as %s.1: %d bytes, %v", logFile, len(b), err)
+	}
+	if _, err := os.Stat(logFile); !os.IsNotExist(err) {
+		t.Errorf("the fresh, empty log is still there: %v", err)
+	}
+	// Below the limit, a log is appended to.
+	if err := os.WriteFile(logFile, []byte("small\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs, code := spindleEnv(t, env, "", "daemon", "--socket", filepath.Join(dir, "d.sock"), "--log", logFile, "--idle", "1ms"); code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if b, err := os.ReadFile(logFile); err != nil || !strings.HasPrefix(string(b), "small\n") {
+		t.Fatalf("a small log was not kept: %q, %v", b, err)
+	}
+}
+
 // In one process, under -race: clients at once share the daemon's one
 // connection, each with its own streams and exit status.
 func TestPersistConcurrentClients(t *testing.T) {
