@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"strings"
@@ -111,5 +112,40 @@ func TestShellPersist(t *testing.T) {
 	r.Type("\x04")
 	if code := r.ExitCode(); code != 0 {
 		t.Errorf("Ctrl-D: exit %d, want the remote shell's 0; output:\n%q", code, r.Output())
+	}
+}
+
+// ~^Z suspends the CLI as a job of the user's shell, the remote command
+// running on; fg resumes it, raw again, and the session goes on. (The CLI
+// runs under an interactive bash with job control: in a process group
+// with no such shell above it, the kernel discards the stop.)
+func TestShellEscapeSuspend(t *testing.T) {
+	bash, err := osexec.LookPath("bash")
+	if err != nil {
+		t.Skip("no bash for job control")
+	}
+	cmd := osexec.Command(bash, "--norc", "--noprofile", "-i")
+	cmd.Env = append(os.Environ(), "PS1=prompt$ ", "TERM=dumb")
+	r := ptytest.Start(t, cmd)
+	r.WaitFor("prompt$ ")
+	r.Type(filepath.Join(binDir, "spindle") + " shell local -- sh -c 'echo ready; exec cat'\r")
+	r.WaitFor("ready\r\n")
+	r.Type("one\r")
+	r.WaitFor("one\r\none\r\n")
+	r.Type("~\x1a")
+	r.WaitFor("Stopped")
+	r.WaitForN("prompt$ ", 2)
+	r.Type("fg\r")
+	r.WaitRaw()
+	r.Type("two\r")
+	r.WaitFor("two\r\ntwo\r\n") // raw again: the remote terminal's echo, then cat's
+	r.Type("~.")
+	r.WaitFor("closed (~.)")
+	r.WaitForN("prompt$ ", 3)
+	r.Type("echo status=$?\r")
+	r.WaitFor("status=255")
+	r.Type("exit\r")
+	if code := r.ExitCode(); code != 0 {
+		t.Errorf("bash exited %d; output:\n%q", code, r.Output())
 	}
 }

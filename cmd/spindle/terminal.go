@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sync"
 	"syscall"
 
@@ -65,7 +66,7 @@ func (t *shellTerminal) attach(g *globals, esc shellEscape, in io.WriteCloser, r
 					mu.Lock()
 					term.Restore(t.inFd, old) //nolint:errcheck // best effort
 					mu.Unlock()
-					unix.Kill(os.Getpid(), unix.SIGTSTP) //nolint:errcheck // stops here until fg
+					stopUntilContinued()
 					mu.Lock()
 					term.MakeRaw(t.inFd) //nolint:errcheck // as before the suspension
 					mu.Unlock()
@@ -111,4 +112,18 @@ func (t *shellTerminal) attach(g *globals, esc shellEscape, in io.WriteCloser, r
 			mu.Unlock()
 		}
 	}, nil
+}
+
+// stopUntilContinued stops the process as a job (SIGTSTP) and returns once
+// the shell continues it (fg, bg), as ssh's ~^Z does. The signal is sent
+// to this very thread: a signal sent to the process could be taken by
+// another thread after kill returned, and the terminal made raw again
+// before the stop, for the shell to put back. Sent to itself, the thread
+// takes it on its way out of tgkill, stopping the process there. A
+// process group with no job-controlling shell above it is not stopped
+// at all (the kernel discards the signal): then it returns at once.
+func stopUntilContinued() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	unix.Tgkill(unix.Getpid(), unix.Gettid(), unix.SIGTSTP) //nolint:errcheck // nothing to do if it fails
 }

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"golang.org/x/sys/unix"
 )
 
 // Wait bounds every wait for output or exit.
@@ -104,6 +105,42 @@ func (r *Run) waitUntil(what string, done func(out string) bool) {
 			r.t.Fatalf("no %s in the output after %v:\n%q", what, Wait, r.Output())
 		}
 	}
+}
+
+// WaitRaw waits until the program has put the terminal in raw mode (no
+// line editing, no output processing; readline's mode, which keeps the
+// latter, is not raw): from then on, what is typed reaches it as typed. A
+// program that prints nothing when it does (one resumed by fg) can be
+// waited for no other way; the terminal's mode is polled.
+func (r *Run) WaitRaw() {
+	r.t.Helper()
+	deadline := time.Now().Add(Wait)
+	for {
+		var tio *unix.Termios
+		var err error
+		// On Linux, a pty master's TCGETS reads its slave's settings.
+		if cerr := withFd(r.tty, func(fd int) { tio, err = unix.IoctlGetTermios(fd, unix.TCGETS) }); cerr != nil {
+			err = cerr
+		}
+		if err != nil {
+			r.t.Fatalf("the terminal's mode: %v", err)
+		}
+		if tio.Lflag&unix.ICANON == 0 && tio.Oflag&unix.OPOST == 0 { // as term.MakeRaw leaves it
+			return
+		}
+		if time.Now().After(deadline) {
+			r.t.Fatalf("the terminal is not raw after %v; output:\n%q", Wait, r.Output())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func withFd(f *os.File, fn func(fd int)) error {
+	sc, err := f.SyscallConn()
+	if err != nil {
+		return err
+	}
+	return sc.Control(func(fd uintptr) { fn(int(fd)) })
 }
 
 // ExitCode waits for the program to exit and returns its status. What it
