@@ -119,16 +119,22 @@ func TestShellPersist(t *testing.T) {
 // running on; fg resumes it, raw again, and the session goes on. (The CLI
 // runs under an interactive bash with job control: in a process group
 // with no such shell above it, the kernel discards the stop.)
+// The same through the daemon (--persist).
 func TestShellEscapeSuspend(t *testing.T) {
+	t.Run("direct", func(t *testing.T) { testShellEscapeSuspend(t, os.Environ(), "") })
+	t.Run("persist", func(t *testing.T) { testShellEscapeSuspend(t, persistEnv(t), "--persist 1m ") })
+}
+
+func testShellEscapeSuspend(t *testing.T, env []string, flags string) {
 	bash, err := osexec.LookPath("bash")
 	if err != nil {
 		t.Skip("no bash for job control")
 	}
 	cmd := osexec.Command(bash, "--norc", "--noprofile", "-i")
-	cmd.Env = append(os.Environ(), "PS1=prompt$ ", "TERM=dumb")
+	cmd.Env = append(env, "PS1=prompt$ ", "TERM=dumb")
 	r := ptytest.Start(t, cmd)
 	r.WaitFor("prompt$ ")
-	r.Type(filepath.Join(binDir, "spindle") + " shell local -- sh -c 'echo ready; exec cat'\r")
+	r.Type(filepath.Join(binDir, "spindle") + " shell " + flags + "local -- sh -c 'echo ready; exec cat'\r")
 	r.WaitFor("ready\r\n")
 	r.Type("one\r")
 	r.WaitFor("one\r\none\r\n")
