@@ -89,3 +89,37 @@ func stopDaemons(rt string) {
 		}
 	}
 }
+
+// A password typed on the terminal, as a user types it: not echoed,
+// asked again after a typo ("Permission denied, please try again."),
+// directly and through the daemon (whose prompts the command's terminal
+// answers).
+func TestCLIPasswordTyped(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	bin := buildCLI(t)
+	rt := sshtest.TempDir(t, "password-")
+	t.Cleanup(func() { stopDaemons(rt) })
+	target := fmt.Sprintf("ssh:%s@127.0.0.1:%d", tg.u.Name, tg.s.Port)
+	for _, persist := range [][]string{nil, {"--persist", "1m"}} {
+		t.Run(fmt.Sprintf("persist=%v", persist != nil), func(t *testing.T) {
+			args := append([]string{"-F", "none", "-o", "PreferredAuthentications=password", "-o", "UserKnownHostsFile=" + tg.kh,
+				"run"}, persist...)
+			cmd := osexec.Command(bin, append(args, target, "--", "echo", "logged in")...)
+			cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+			r := ptytest.Start(t, cmd)
+			r.WaitFor("'s password: ")
+			r.Type("typo-secret\r")
+			r.WaitFor("Permission denied, please try again.")
+			r.WaitForN("'s password: ", 2)
+			r.Type(tg.u.Password + "\r")
+			r.WaitFor("logged in")
+			if code := r.ExitCode(); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, r.Output())
+			}
+			if out := r.Output(); strings.Contains(out, "typo-secret") || strings.Contains(out, tg.u.Password) {
+				t.Errorf("a password was echoed:\n%q", out)
+			}
+		})
+	}
+}
