@@ -38,7 +38,7 @@ func (o *connectOptions) addFlags(pf *pflag.FlagSet) {
 	pf.StringVarP(&o.configFile, "config", "F", "", "ssh: read this ssh_config file instead of ~/.ssh/config (like ssh -F; \"none\" reads none)")
 	pf.StringArrayVarP(&o.identities, "identity", "i", nil, "ssh: private key file to try, before ssh_config's (like ssh -i; repeatable)")
 	pf.StringArrayVarP(&o.sshOpts, "option", "o", nil, "ssh: an ssh_config option as KEY=VALUE (like ssh -o; repeatable): "+strings.Join(sshOptionNames, ", "))
-	pf.StringVar(&o.hostKeyPolicy, "host-key-policy", "", "ssh: unknown host keys: ask (on the terminal, as ssh does; refused without one), yes (refuse), accept-new (record them), off (accept any key: insecure); default: ssh_config's StrictHostKeyChecking, else ask")
+	pf.StringVar(&o.hostKeyPolicy, "host-key-policy", "", "ssh: unknown host keys: ask (on the terminal, as ssh does; refused without one), yes (refuse), accept-new (record them), off (accept any key but one marked @revoked: insecure); default: ssh_config's StrictHostKeyChecking, else ask")
 	pf.StringVar(&o.passwordEnv, "password-env", "", "ssh: read the password (or key passphrase) from this environment variable")
 	o.become.addFlags(pf)
 }

@@ -111,19 +111,21 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 	inner := hk.db.HostKeyCallback()
 	return func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 		fp := gossh.FingerprintSHA256(key)
-		if hk.policy == HostKeyOff {
-			hk.log.Warn("host key checking is off: accepting any host key", zap.String("host", display),
-				zap.String("key", key.Type()+" "+fp))
-			return nil
-		}
 		err := inner(hostname, remote, key)
 		if err == nil {
 			return nil
 		}
+		// A key marked @revoked is refused whatever the policy, off
+		// included: the user said it is compromised.
 		var revoked *xknownhosts.RevokedError
 		if errors.As(err, &revoked) {
 			return hk.reject(fmt.Errorf("%w: the host key %s %s for %s is marked @revoked in %s:%d",
 				rpc.ErrHostKey, key.Type(), fp, display, revoked.Revoked.Filename, revoked.Revoked.Line))
+		}
+		if hk.policy == HostKeyOff {
+			hk.log.Warn("host key checking is off: accepting any host key", zap.String("host", display),
+				zap.String("key", key.Type()+" "+fp))
+			return nil
 		}
 		var ke *xknownhosts.KeyError
 		if !errors.As(err, &ke) {

@@ -117,6 +117,37 @@ func TestHostKeyPolicies(t *testing.T) {
 	}
 }
 
+// A key marked @revoked is refused under every policy, naming the line,
+// even for a host known with it; accept-new does not record it.
+func TestHostKeyRevoked(t *testing.T) {
+	dir := t.TempDir()
+	kh := filepath.Join(dir, "known_hosts")
+	bad, good := newSigner(t), newSigner(t)
+	writeFile(t, kh, knownhosts.Line([]string{"web.example.com"}, bad.PublicKey())+"\n"+
+		"@revoked * "+string(gossh.MarshalAuthorizedKey(bad.PublicKey())))
+	for _, policy := range []HostKeyPolicy{HostKeyStrict, HostKeyAsk, HostKeyAcceptNew, HostKeyOff} {
+		hk, err := newHostKeyChecker(policy, []string{kh}, kh, false, zap.NewNop())
+		if err != nil {
+			t.Fatal(err)
+		}
+		hk.confirm = func(string) (string, error) { return "yes", nil }
+		for _, host := range []string{"web.example.com:22", "new.example.com:22"} {
+			err := checkKey(t, hk, host, bad.PublicKey())
+			if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "@revoked in "+kh+":2") {
+				t.Errorf("%s, %s: %v; want refused as @revoked at %s:2", policy, host, err, kh)
+			}
+		}
+		if policy == HostKeyOff {
+			if err := checkKey(t, hk, "new.example.com:22", good.PublicKey()); err != nil {
+				t.Errorf("off: another key refused: %v", err)
+			}
+		}
+	}
+	if b, _ := os.ReadFile(kh); strings.Contains(string(b), "new.example.com") {
+		t.Errorf("a revoked key was recorded:\n%s", b)
+	}
+}
+
 func TestHostKeyAcceptNew(t *testing.T) {
 	for _, hash := range []bool{false, true} {
 		t.Run(fmt.Sprint("hash=", hash), func(t *testing.T) {

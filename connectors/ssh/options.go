@@ -20,7 +20,8 @@ const (
 	HostKeyStrict HostKeyPolicy = "yes"
 	// HostKeyAcceptNew accepts and records unknown keys, refuses changed ones.
 	HostKeyAcceptNew HostKeyPolicy = "accept-new"
-	// HostKeyOff accepts any key: insecure, for throwaway test machines only.
+	// HostKeyOff accepts any key but one known_hosts marks @revoked:
+	// insecure, for throwaway test machines only.
 	HostKeyOff HostKeyPolicy = "off"
 	// HostKeyAsk (ssh's default) asks through Options.HostKeyPrompt whether
 	// to trust an unknown key, and records it when the answer is yes or the
