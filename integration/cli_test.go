@@ -145,6 +145,17 @@ func checkTwoRuns(t *testing.T, tg *target, bin string, args []string) {
 	}
 }
 
+// twoHopFlags are the CLI flags that reach first and second (keys and a
+// known_hosts with both), and their TARGETs.
+func twoHopFlags(t *testing.T, first, second *target) (common []string, via, far string) {
+	t.Helper()
+	kh := filepath.Join(sshtest.TempDir(t, "cli-"), "known_hosts")
+	os.WriteFile(kh, []byte(first.s.HostKeyLine(t)+"\n"+second.s.HostKeyLine(t)+"\n"), 0o600)
+	common = []string{"-F", "none", "-i", first.key.Path, "-i", second.key.Path, "-o", "IdentitiesOnly=yes",
+		"-o", "UserKnownHostsFile=" + kh}
+	return common, fmt.Sprintf("ssh:%s@127.0.0.1:%d", first.u.Name, first.s.Port), fmt.Sprintf("ssh:%s@127.0.0.1:%d", second.u.Name, second.s.Port)
+}
+
 // TestCLIRunVia: `spindle run -J FIRST SECOND -- …` reaches SECOND through
 // FIRST's agent, with the controller's key, and the same chain can end in
 // a become hop.
@@ -154,12 +165,7 @@ func TestCLIRunVia(t *testing.T) {
 	second := newTarget(t, "/bin/bash")
 	sudoers(t, second.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
 	bin := buildCLI(t)
-	kh := filepath.Join(sshtest.TempDir(t, "cli-"), "known_hosts")
-	os.WriteFile(kh, []byte(first.s.HostKeyLine(t)+"\n"+second.s.HostKeyLine(t)+"\n"), 0o600)
-	common := []string{"-F", "none", "-i", first.key.Path, "-i", second.key.Path, "-o", "IdentitiesOnly=yes",
-		"-o", "UserKnownHostsFile=" + kh}
-	via := fmt.Sprintf("ssh:%s@127.0.0.1:%d", first.u.Name, first.s.Port)
-	far := fmt.Sprintf("ssh:%s@127.0.0.1:%d", second.u.Name, second.s.Port)
+	common, via, far := twoHopFlags(t, first, second)
 
 	out, errs, code := cli(t, bin, append(common, "run", "-J", via, far, "--", "id", "-un")...)
 	if code != 0 || strings.TrimSpace(out) != second.u.Name {
@@ -171,6 +177,35 @@ func TestCLIRunVia(t *testing.T) {
 	}
 	if keys := privateKeysUnder(t, first.u.Home); len(keys) > 0 {
 		t.Errorf("private keys on the first hop: %v", keys)
+	}
+}
+
+// spindle run -J bastion web1 web2 -- CMD: both run, their lines
+// prefixed, through one connection to the bastion (sshd there accepts
+// one login), whose agent starts the two hops.
+func TestCLIRunManyVia(t *testing.T) {
+	t.Parallel()
+	first := newTarget(t, "/bin/sh")
+	second := newTarget(t, "/bin/sh")
+	other := sshtest.CreateUser(t, "/bin/sh")
+	second.s.Authorize(t, other, second.key)
+	bin := buildCLI(t)
+	common, via, web1 := twoHopFlags(t, first, second)
+	web2 := fmt.Sprintf("ssh:%s@127.0.0.1:%d", other.Name, second.s.Port)
+	logins := func() int { return strings.Count(first.s.Log(), "Accepted publickey for "+first.u.Name+" ") }
+	before := logins()
+
+	out, errs, code := cli(t, bin, append(common, "run", "-J", via, web1, web2, "--", "id", "-un")...)
+	if code != 0 {
+		t.Fatalf("run -J BASTION WEB1 WEB2: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	for _, want := range []string{web1 + ": " + second.u.Name + "\n", web2 + ": " + other.Name + "\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if n := logins() - before; n != 1 {
+		t.Errorf("the bastion's sshd accepted %d logins for two targets behind it, want 1", n)
 	}
 }
 

@@ -313,24 +313,9 @@ func (g *globals) connect(ctx stdctx.Context, target string) (*session, error) {
 // the same hops share them: copying from bastion,web1 to bastion,web2
 // dials the bastion once (and asks for its password once).
 func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, []*spindle.Context, error) {
-	type chain struct {
-		hops  []spindle.Connector
-		names []string
-	}
-	var chains []chain
-	for _, target := range targets {
-		if g.via != "" {
-			target = g.via + "," + target
-		}
-		t, err := ParseTarget(target)
-		if err != nil {
-			return nil, nil, err
-		}
-		hops, names, err := t.chain(&g.conn)
-		if err != nil {
-			return nil, nil, err
-		}
-		chains = append(chains, chain{hops, names})
+	chains, err := g.chains(targets)
+	if err != nil {
+		return nil, nil, err
 	}
 	log := g.logger()
 	ctl := spindle.NewController(spindle.Options{Logger: log, Verbosity: g.verbose})
@@ -340,35 +325,46 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 		cctx, cancel = stdctx.WithTimeout(ctx, g.timeout)
 		defer cancel()
 	}
-	connected := map[string]*spindle.Context{} // by the hops that lead to it
+	r := newRoutes(ctl)
 	var cxs []*spindle.Context
 	var lasts []spindle.Connector
 	var hops [][]spindle.Connector
 	for _, c := range chains {
 		lasts = append(lasts, c.hops[len(c.hops)-1])
 		hops = append(hops, c.hops)
-		var cx *spindle.Context
-		for i, hop := range c.hops {
-			route := strings.Join(c.names[:i+1], "\x00")
-			if have, ok := connected[route]; ok {
-				cx = have
-				continue
-			}
-			var err error
-			if i == 0 {
-				cx, err = ctl.Connect(cctx, hop)
-			} else {
-				cx, err = cx.Connect(cctx, hop) // started by the previous hop's agent
-			}
-			if err != nil {
-				ctl.Close()
-				return nil, nil, &connectError{err: err}
-			}
-			connected[route] = cx
+		cx, err := r.connect(cctx, c.hops, c.names)
+		if err != nil {
+			ctl.Close()
+			return nil, nil, &connectError{err: err}
 		}
 		cxs = append(cxs, cx)
 	}
 	return &session{ctl: ctl, log: log, lasts: lasts, hops: hops}, cxs, nil
+}
+
+// targetChain is a TARGET's hops (-J's first), with their canonical
+// names, which identify the routes chains share.
+type targetChain struct {
+	hops  []spindle.Connector
+	names []string
+}
+
+// chains parses targets into their chains of connectors.
+func (g *globals) chains(targets []string) ([]targetChain, error) {
+	chains := make([]targetChain, len(targets))
+	for i, target := range targets {
+		if g.via != "" {
+			target = g.via + "," + target
+		}
+		t, err := ParseTarget(target)
+		if err != nil {
+			return nil, err
+		}
+		if chains[i].hops, chains[i].names, err = t.chain(&g.conn); err != nil {
+			return nil, err
+		}
+	}
+	return chains, nil
 }
 
 // signalContext is cancelled by SIGINT, SIGTERM or SIGHUP; sig reports which

@@ -20,8 +20,9 @@ var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var forward forwardFlags
+	var fanout int
 	c := forwardFlag(&cobra.Command{
-		Use:               "run TARGET -- CMD [ARGS...]",
+		Use:               "run TARGET... -- CMD [ARGS...]",
 		ValidArgsFunction: g.completeTarget,
 		Short:             "Run a command on the target, streaming stdin, stdout and stderr",
 		Long: `Run CMD on the target. Standard input is passed through (end of file
@@ -37,15 +38,33 @@ same target, flags and environment within DURATION of the last one runs
 on it at once. A background 'spindle daemon' of this user keeps it (its
 socket is private to the user), started by the first such run; questions
 (passwords, host keys) are still asked on the terminal of the command
-that connects. Not with -L, -R or -D.`,
+that connects. Not with -L, -R or -D.
+
+With several TARGETs (the -- is then required), CMD runs on all of them
+at once, --fanout at a time, on connections made in parallel: hops they
+begin with are shared (-J bastion web1 web2 web3 dials the bastion once,
+and its agent starts the three). Each line of output is prefixed with
+"TARGET: "; standard input is not read (each command gets end of file);
+questions (passwords, host keys) are asked one at a time, naming their
+host. The exit status is the largest of the targets' (0 only if CMD
+exited 0 everywhere, 255 if a target could not be reached), and a last
+line on standard error lists the targets that failed. Neither --persist
+nor -L, -R and -D apply then.`,
 		Example: `  spindle run local -- uname -a
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
   spindle run -J bastion web1,sudo:postgres -- psql -c 'select 1'
   spindle run bastion,web1,docker:app1 -- ps aux
   spindle run -A web1 -- git -C /srv/app pull
-  spindle run -R 3128:localhost:3128 web1 -- env https_proxy=http://127.0.0.1:3128 apt-get update`,
+  spindle run -R 3128:localhost:3128 web1 -- env https_proxy=http://127.0.0.1:3128 apt-get update
+  spindle run -J bastion web1 web2 web3,sudo -- systemctl is-active nginx`,
 		Args: func(c *cobra.Command, args []string) error {
+			if at := c.ArgsLenAtDash(); at > 1 { // several targets
+				if len(args) == at {
+					return &usageError{cmd: c.CommandPath(), err: errors.New("run needs a command after the targets: spindle run TARGET... -- CMD [ARGS...]")}
+				}
+				return nil
+			}
 			if err := targetArgs(true)(c, args); err != nil {
 				return err
 			}
@@ -58,6 +77,12 @@ that connects. Not with -L, -R or -D.`,
 			ports, err := forward.ports.parse(c.CommandPath())
 			if err != nil {
 				return err
+			}
+			if at := c.ArgsLenAtDash(); at > 1 {
+				if !ports.empty() {
+					return &usageError{cmd: c.CommandPath(), err: errors.New("-L, -R and -D forward ports for one target, not several")}
+				}
+				return g.runMany(c.Context(), args[:at], args[at:], fanout, forward.agent)
 			}
 			if g.persist > 0 && ports.empty() {
 				if handled, err := g.runPersistent(args[0], args[1:], persistOpts{forwardAgent: forward.agent}); handled {
@@ -81,6 +106,7 @@ that connects. Not with -L, -R or -D.`,
 		},
 	}, &forward)
 	persistFlag(c, g)
+	c.Flags().IntVar(&fanout, "fanout", defaultFanout, "with several targets: how many to connect to and run on at once")
 	return c
 }
 

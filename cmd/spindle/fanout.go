@@ -1,0 +1,252 @@
+package main
+
+import (
+	"bytes"
+	stdctx "context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/exec"
+)
+
+// defaultFanout is how many targets `spindle run T1 T2 ... -- CMD` works on
+// at once: enough that a hundred hosts take a few rounds, few enough that
+// a laptop's sshd connections and CPU do not choke.
+const defaultFanout = 32
+
+// routes connects chains of hops through one controller, each distinct
+// route (the hops that lead to a context) once, however many chains begin
+// with it and however many goroutines ask at once: forty hosts behind one
+// bastion dial the bastion once, and its agent starts the forty.
+type routes struct {
+	ctl *spindle.Controller
+	mu  sync.Mutex
+	m   map[string]*route
+}
+
+type route struct {
+	done chan struct{}
+	cx   *spindle.Context
+	err  error
+}
+
+func newRoutes(ctl *spindle.Controller) *routes {
+	return &routes{ctl: ctl, m: map[string]*route{}}
+}
+
+// connect returns the context at the end of hops (names are their
+// canonical names, which identify a route).
+func (r *routes) connect(ctx stdctx.Context, hops []spindle.Connector, names []string) (*spindle.Context, error) {
+	var cx *spindle.Context
+	for i, hop := range hops {
+		key := strings.Join(names[:i+1], "\x00")
+		r.mu.Lock()
+		rt, ok := r.m[key]
+		if !ok {
+			rt = &route{done: make(chan struct{})}
+			r.m[key] = rt
+		}
+		r.mu.Unlock()
+		if !ok {
+			if i == 0 {
+				rt.cx, rt.err = r.ctl.Connect(ctx, hop)
+			} else {
+				rt.cx, rt.err = cx.Connect(ctx, hop) // started by the previous hop's agent
+			}
+			close(rt.done)
+		}
+		select {
+		case <-rt.done:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		if rt.err != nil {
+			return nil, rt.err
+		}
+		cx = rt.cx
+	}
+	return cx, nil
+}
+
+// lineWriter prefixes every line written to it with prefix and writes
+// whole lines to out under mu, so that the lines of many targets
+// interleave but never mix. Close writes a last unterminated line.
+type lineWriter struct {
+	mu     *sync.Mutex
+	out    io.Writer
+	prefix string
+	buf    []byte
+}
+
+func (w *lineWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p...)
+	i := bytes.LastIndexByte(w.buf, '\n')
+	if i < 0 {
+		return len(p), nil
+	}
+	w.emit(w.buf[:i+1])
+	w.buf = append(w.buf[:0], w.buf[i+1:]...)
+	return len(p), nil
+}
+
+func (w *lineWriter) emit(lines []byte) {
+	var b bytes.Buffer
+	for len(lines) > 0 {
+		line := lines
+		if i := bytes.IndexByte(lines, '\n'); i >= 0 {
+			line = lines[:i+1]
+		}
+		lines = lines[len(line):]
+		b.WriteString(w.prefix)
+		b.Write(line)
+		if line[len(line)-1] != '\n' {
+			b.WriteByte('\n')
+		}
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.out.Write(b.Bytes()) //nolint:errcheck // as for a single target's output
+}
+
+// Close writes what is left of a last line without its newline.
+func (w *lineWriter) Close() error {
+	if len(w.buf) > 0 {
+		w.emit(w.buf)
+		w.buf = nil
+	}
+	return nil
+}
+
+// oneAtATime serialises calls to fn (def when fn is nil).
+func oneAtATime(fn, def func(string) (string, error)) func(string) (string, error) {
+	if fn == nil {
+		fn = def
+	}
+	var mu sync.Mutex
+	return func(q string) (string, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return fn(q)
+	}
+}
+
+// fanoutResult is one target's outcome.
+type fanoutResult struct {
+	target string
+	code   int
+	err    error // why it has no exit status of its own (not connected, lost)
+}
+
+// runMany runs argv on every target at once (at most fanout at a time),
+// each line of output prefixed with "TARGET: ", and returns the largest
+// exit status: 0 only if the command exited 0 everywhere, 255 if a target
+// could not be reached. Standard input is not read (every command gets
+// end of file at once).
+func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, fanout int, flagA bool) error {
+	if fanout < 1 {
+		return &usageError{cmd: "spindle run", err: fmt.Errorf("--fanout %d: want at least 1", fanout)}
+	}
+	// Connections start at once: their questions (passwords, host keys)
+	// are asked one at a time, each naming its host.
+	g.conn.prompt = oneAtATime(g.conn.prompt, readSecretTTY)
+	g.conn.ask = oneAtATime(g.conn.ask, readLineTTY)
+	chains, err := g.chains(targets)
+	if err != nil {
+		return err
+	}
+	ctx, sig, stop := signalContext(ctx)
+	defer stop()
+	ctl := spindle.NewController(spindle.Options{Logger: g.logger(), Verbosity: g.verbose})
+	defer ctl.Close()
+	r := newRoutes(ctl)
+
+	var outMu, errMu sync.Mutex
+	results := make([]fanoutResult, len(targets))
+	slots := make(chan struct{}, fanout)
+	var wg sync.WaitGroup
+	for i, target := range targets {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case slots <- struct{}{}:
+				defer func() { <-slots }()
+			case <-ctx.Done():
+				results[i] = fanoutResult{target: target, code: exitConnect, err: &connectError{err: ctx.Err()}}
+				return
+			}
+			results[i] = g.runOne(ctx, r, target, chains[i], argv, flagA, &outMu, &errMu)
+		}()
+	}
+	wg.Wait()
+
+	worst, failed := exitOK, []string{}
+	for _, res := range results {
+		if res.err != nil && sig() == 0 {
+			errMu.Lock()
+			fmt.Fprintf(g.stderr, "spindle: %s: %v\n", res.target, res.err)
+			if hint := g.hint(res.err); hint != "" {
+				fmt.Fprintf(g.stderr, "spindle: %s: hint: %s\n", res.target, hint)
+			}
+			errMu.Unlock()
+		}
+		if res.code != exitOK {
+			what := fmt.Sprintf("exit %d", res.code)
+			if res.err != nil {
+				what = "not reached"
+				if res.code != exitConnect {
+					what = "failed"
+				}
+			}
+			failed = append(failed, res.target+" ("+what+")")
+		}
+		worst = max(worst, res.code)
+	}
+	if got := sig(); got != 0 {
+		return &exitError{code: exitSignalBase + int(got)}
+	}
+	if len(failed) > 0 {
+		sort.Strings(failed)
+		fmt.Fprintf(g.stderr, "spindle: %d of %d targets failed: %s\n", len(failed), len(targets), strings.Join(failed, ", "))
+	}
+	return &exitError{code: worst}
+}
+
+// runOne connects to one target of runMany and runs argv there.
+func (g *globals) runOne(ctx stdctx.Context, r *routes, target string, chain targetChain, argv []string, flagA bool, outMu, errMu *sync.Mutex) fanoutResult {
+	cctx := ctx
+	if g.timeout > 0 {
+		var cancel stdctx.CancelFunc
+		cctx, cancel = stdctx.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	cx, err := r.connect(cctx, chain.hops, chain.names)
+	if err != nil {
+		return fanoutResult{target: target, code: exitConnect, err: &connectError{err: err}}
+	}
+	// -A, or ssh_config's ForwardAgent for the last hop, as for one target.
+	s := &session{ctl: r.ctl, cx: cx, log: g.logger(), last: chain.hops[len(chain.hops)-1]}
+	stopAgent, err := g.startForwarding(ctx, s, flagA)
+	if err != nil {
+		return fanoutResult{target: target, code: exitCode(err), err: err}
+	}
+	defer stopAgent()
+	stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
+	stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
+	res, err := runStreaming(ctx, cx, exec.Cmd{Argv: argv}, nil, stdout, stderr)
+	stdout.Close()
+	stderr.Close()
+	if err != nil {
+		code := exitCode(err)
+		if errors.Is(err, spindle.ErrDisconnected) {
+			code = exitConnect
+		}
+		return fanoutResult{target: target, code: code, err: err}
+	}
+	return fanoutResult{target: target, code: resultExitCode(res)}
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"bytes"
+	stdctx "context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/connectors/local"
+)
+
+// Lines of several writers interleave whole, each with its prefix; a
+// line written in pieces is one line, and a last unterminated one is
+// written at Close.
+func TestLineWriter(t *testing.T) {
+	var mu sync.Mutex
+	var out bytes.Buffer
+	a := &lineWriter{mu: &mu, out: &out, prefix: "a: "}
+	b := &lineWriter{mu: &mu, out: &out, prefix: "b: "}
+	a.Write([]byte("one "))
+	b.Write([]byte("x\ny\n"))
+	a.Write([]byte("line\ntwo\nthr"))
+	b.Write([]byte("no newline"))
+	a.Write([]byte("ee\n"))
+	a.Close()
+	b.Close()
+	want := "b: x\nb: y\na: one line\na: two\na: three\nb: no newline\n"
+	if out.String() != want {
+		t.Fatalf("got\n%s\nwant\n%s", out.String(), want)
+	}
+}
+
+// Chains that begin with the same hops get one context for them, however
+// many ask at once.
+func TestRoutesShared(t *testing.T) {
+	ctl := spindle.NewController(spindle.Options{})
+	defer ctl.Close()
+	r := newRoutes(ctl)
+	ctx := stdctx.Background()
+	cxs := make([]*spindle.Context, 8)
+	var wg sync.WaitGroup
+	for i := range cxs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cx, err := r.connect(ctx, []spindle.Connector{local.Options{}}, []string{"local"})
+			if err != nil {
+				t.Error(err)
+			}
+			cxs[i] = cx
+		}()
+	}
+	wg.Wait()
+	if slices.ContainsFunc(cxs, func(cx *spindle.Context) bool { return cx == nil || cx != cxs[0] }) {
+		t.Fatalf("eight connects of one route made several contexts: %v", cxs)
+	}
+	other, err := r.connect(ctx, []spindle.Connector{local.Options{ContextName: "local2"}}, []string{"local2"})
+	if err != nil || other == cxs[0] {
+		t.Fatalf("another route: %v, %v", other, err)
+	}
+}
+
+// spindle run T1 T2 -- CMD: every target's lines, prefixed; the largest
+// exit status; a target that cannot be reached is 255 and listed, the
+// others still run.
+func TestE2ERunMany(t *testing.T) {
+	// local,local: an agent started by the first one (a route shared).
+	out, errs, code := spindleCmd(t, "ignored", "run", "local", "local,local", "--", "sh", "-c", `echo "out $PPID"; echo err >&2; read x || echo "stdin closed"; exit 3`)
+	if code != 3 {
+		t.Errorf("exit %d, want 3; stderr:\n%s", code, errs)
+	}
+	for _, want := range []string{"local: out ", "local,local: out ", "local: stdin closed\n", "local,local: stdin closed\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errs, "local: err\n") || !strings.Contains(errs, "local,local: err\n") ||
+		!strings.Contains(errs, "2 of 2 targets failed: local (exit 3), local,local (exit 3)") {
+		t.Errorf("stderr:\n%s", errs)
+	}
+
+	out, errs, code = spindleCmd(t, "", "--timeout", "10s", "run", "--fanout", "1", "ssh:nobody@127.0.0.1:1", "local", "--", "echo", "hi")
+	if code != 255 || out != "local: hi\n" || !strings.Contains(errs, "spindle: ssh:nobody@127.0.0.1:1: ") ||
+		!strings.Contains(errs, "1 of 2 targets failed: ssh:nobody@127.0.0.1:1 (not reached)") {
+		t.Errorf("an unreachable target: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+
+	for _, bad := range [][]string{
+		{"run", "local", "local", "--"},
+		{"run", "-L", "8080:localhost:80", "local", "local", "--", "true"},
+		{"run", "--fanout", "0", "local", "local", "--", "true"},
+	} {
+		if _, errs, code := spindleCmd(t, "", bad...); code != 2 {
+			t.Errorf("%q: exit %d, want 2 (usage); stderr:\n%s", bad, code, errs)
+		}
+	}
+}
