@@ -366,7 +366,10 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         ssh_true_seq (exec.Run true through one connection vs OpenSSH
         with a warm ControlMaster), ssh_true_seq_xcrypto (vs x/crypto/ssh,
         a session per command), cli_true_persist (the CLI, one process
-        per command: 'spindle run --persist' vs ssh over its master), ssh_connect_cached (connect + first call
+        per command: 'spindle run --persist' vs ssh over its master),
+        cli_run_many_20 ('spindle run' on 20 targets at once, each a
+        name of its own for the server, vs 20 'ssh HOST true &' and
+        wait), ssh_connect_cached (connect + first call
         vs a fresh 'ssh host true'), ssh_connect_cold (the same with the
         agent cache emptied first, vs a fresh ssh piping the same
         compressed agent into 'zstd -dc' or 'gzip -dc' (agent_format

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skeema/knownhosts"
@@ -75,6 +76,11 @@ func sshCases() []benchCase {
 				Name: "cli_true_persist" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_controlmaster" + sfx, N: n / 2,
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).cliPersistTrue(e.ctx, n) },
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).controlMasterTrue(e.ctx, n) },
+			},
+			benchCase{
+				Name: fmt.Sprintf("cli_run_many_%d", fanTargets) + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_parallel_fresh_true" + sfx, N: 1,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).cliRunMany(e.ctx, n) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).parallelFreshTrue(e.ctx, n) },
 			},
 			benchCase{
 				Name: "ssh_connect_cached" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_fresh_true" + sfx, N: nc,
@@ -266,7 +272,7 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		for _, h := range []struct {
 			alias string
 			port  int
-		}{{benchAlias, s.Port}, {benchAlias10ms, b.proxy.Port()}} {
+		}{{benchAlias, s.Port}, {benchAlias10ms, b.proxy.Port()}, {fanPattern(0), s.Port}, {fanPattern(10), b.proxy.Port()}} {
 			fmt.Fprintf(&conf, "Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n\n",
 				h.alias, h.port, s.User, s.KeyFile, s.KnownHosts)
 		}
@@ -317,16 +323,23 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		// Through the proxy the server is 127.0.0.1:PORT, which known_hosts
 		// does not know: a private known_hosts, filled on first use (the
 		// proxy only ever reaches the host checked on the direct path).
+		// The fan-out rows' aliases name the same server many times over
+		// (directly, and through the proxy), known_hosts filled the same
+		// way: by then the rows before have checked the host's key.
 		var conf strings.Builder
-		fmt.Fprintf(&conf, "Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n",
-			benchAlias10ms, b.proxy.Port(), first(res["user"]), filepath.Join(dir, "known_hosts_proxy"))
-		for _, id := range res["identityfile"] {
-			if _, err := os.Stat(id); err == nil {
-				fmt.Fprintf(&conf, "  IdentityFile %s\n", id)
+		for _, h := range []struct {
+			alias, host, port string
+		}{{benchAlias10ms, "127.0.0.1", strconv.Itoa(b.proxy.Port())}, {fanPattern(0), host, port}, {fanPattern(10), "127.0.0.1", strconv.Itoa(b.proxy.Port())}} {
+			fmt.Fprintf(&conf, "Host %s\n  HostName %s\n  Port %s\n  User %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n",
+				h.alias, h.host, h.port, first(res["user"]), filepath.Join(dir, "known_hosts_proxy"))
+			for _, id := range res["identityfile"] {
+				if _, err := os.Stat(id); err == nil {
+					fmt.Fprintf(&conf, "  IdentityFile %s\n", id)
+				}
 			}
-		}
-		if v := first(res["identitiesonly"]); v != "" {
-			fmt.Fprintf(&conf, "  IdentitiesOnly %s\n", v)
+			if v := first(res["identitiesonly"]); v != "" {
+				fmt.Fprintf(&conf, "  IdentitiesOnly %s\n", v)
+			}
 		}
 		if err := os.WriteFile(cfg, []byte(conf.String()), 0o600); err != nil {
 			return nil, err
@@ -623,7 +636,12 @@ func (p *sshPath) cliPersistTrue(ctx stdctx.Context, n int) (float64, error) {
 	}
 	env = append(env, "XDG_RUNTIME_DIR="+p.cliRT)
 	flags, target := p.cliArgs[:len(p.cliArgs)-1], p.cliArgs[len(p.cliArgs)-1]
-	args := append(append([]string{}, flags...), "run", "--persist", "5m", target, "--", "true")
+	return timeCLI(ctx, exe, env, append(append([]string{}, flags...), "run", "--persist", "5m", target, "--", "true"), n)
+}
+
+// timeCLI runs the CLI (exe) with args once, to warm what it connects to,
+// then times n more runs.
+func timeCLI(ctx stdctx.Context, exe string, env, args []string, n int) (float64, error) {
 	run := func() error {
 		cmd := osexec.CommandContext(ctx, exe, args...)
 		cmd.Env = env
@@ -636,6 +654,65 @@ func (p *sshPath) cliPersistTrue(ctx stdctx.Context, n int) (float64, error) {
 		return 0, err
 	}
 	return timePerOp(n, run)
+}
+
+// fanTargets is how many targets the cli_run_many rows run true on: every
+// one a name of its own (fanPattern) for the same server, so that each is
+// a connection of its own, as distinct hosts would be.
+const fanTargets = 20
+
+// fanPattern is the ssh_config Host pattern of the fan-out aliases at ms
+// of added latency; fanAliases are the names.
+func fanPattern(ms int) string { return fmt.Sprintf("spindle-fan%d-*", ms) }
+
+func (p *sshPath) fanAliases() []string {
+	names := make([]string, fanTargets)
+	for i := range names {
+		names[i] = strings.Replace(fanPattern(p.ms), "*", strconv.Itoa(i+1), 1)
+	}
+	return names
+}
+
+// fanConfig is the ssh_config that names the fan-out aliases.
+func (p *sshPath) fanConfig() string { return filepath.Join(p.b.dir, "ssh_config") }
+
+// cliRunMany is one `spindle run T1..T20 -- true`: the CLI, connecting to
+// the twenty in parallel (their agents cached, after a first run).
+func (p *sshPath) cliRunMany(ctx stdctx.Context, n int) (float64, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	args := append([]string{"-F", p.fanConfig(), "run"}, p.fanAliases()...)
+	return timeCLI(ctx, exe, nil, append(args, "--", "true"), n)
+}
+
+// parallelFreshTrue is what one would do without Spindle: `ssh HOST true &`
+// for each of the twenty, then wait.
+func (p *sshPath) parallelFreshTrue(ctx stdctx.Context, n int) (float64, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	return timePerOp(n, func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, fanTargets)
+		for i, alias := range p.fanAliases() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := []string{"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=no", "-o", "ControlPath=none",
+					"-F", p.fanConfig(), alias, "true"}
+				if out, err := osexec.CommandContext(ctx, "ssh", args...).CombinedOutput(); err != nil {
+					errs[i] = fmt.Errorf("ssh %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	})
 }
 
 // spindleConnFlags are the CLI flags that give o.
