@@ -1,12 +1,19 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	stdctx "context"
+	"errors"
+	osexec "os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/local"
@@ -96,5 +103,45 @@ func TestE2ERunMany(t *testing.T) {
 		if _, errs, code := spindleCmd(t, "", bad...); code != 2 {
 			t.Errorf("%q: exit %d, want 2 (usage); stderr:\n%s", bad, code, errs)
 		}
+	}
+}
+
+// Ctrl-C on a run over several targets ends it with 130 and kills every
+// remote command, with no failure summary.
+func TestE2ERunManySignal(t *testing.T) {
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "local", "local,local", "--", "sh", "-c", "echo $$; exec sleep 60")
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(time.Minute, func() { cmd.Process.Kill() })
+	defer timer.Stop()
+	r := bufio.NewReader(out)
+	var pids []int
+	for len(pids) < 2 {
+		line, err := r.ReadString('\n')
+		_, v, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		pid, perr := strconv.Atoi(v)
+		if err != nil || perr != nil {
+			t.Fatalf("remote pid: %q, %v", line, err)
+		}
+		pids = append(pids, pid)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err = cmd.Wait()
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Errorf("after SIGINT: %v, want exit status 130; stderr:\n%s", err, errb.String())
+	}
+	if strings.Contains(errb.String(), "targets failed") {
+		t.Errorf("a failure summary after Ctrl-C:\n%s", errb.String())
+	}
+	for _, pid := range pids {
+		pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
 	}
 }
