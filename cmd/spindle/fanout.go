@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 	"strings"
 	"sync"
@@ -120,6 +121,41 @@ func (w *lineWriter) Close() error {
 		w.buf = nil
 	}
 	return nil
+}
+
+// isTargetList says whether a TARGET argument is @FILE: a list of targets.
+func isTargetList(arg string) bool { return len(arg) > 1 && arg[0] == '@' }
+
+// expandTargets replaces every @FILE argument with the targets FILE lists
+// (@- reads them from stdin), whitespace-separated, # starting a comment,
+// as pdsh's -w ^FILE and pssh's -h FILE take them.
+func expandTargets(args []string, stdin io.Reader) ([]string, error) {
+	var targets []string
+	for _, a := range args {
+		if !isTargetList(a) {
+			targets = append(targets, a)
+			continue
+		}
+		var b []byte
+		var err error
+		if a == "@-" {
+			b, err = io.ReadAll(stdin)
+		} else {
+			b, err = os.ReadFile(a[1:])
+		}
+		if err != nil {
+			return nil, &usageError{cmd: "spindle run", err: fmt.Errorf("target list %s: %w", a, err)}
+		}
+		n := len(targets)
+		for _, line := range strings.Split(string(b), "\n") {
+			line, _, _ = strings.Cut(line, "#")
+			targets = append(targets, strings.Fields(line)...)
+		}
+		if len(targets) == n {
+			return nil, &usageError{cmd: "spindle run", err: fmt.Errorf("target list %s names no target", a)}
+		}
+	}
+	return targets, nil
 }
 
 // oneAtATime serialises calls to fn (def when fn is nil).

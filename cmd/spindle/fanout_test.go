@@ -5,6 +5,7 @@ import (
 	"bytes"
 	stdctx "context"
 	"errors"
+	"os"
 	osexec "os/exec"
 	"path/filepath"
 	"slices"
@@ -95,7 +96,25 @@ func TestE2ERunMany(t *testing.T) {
 		t.Errorf("an unreachable target: exit %d, stdout %q, stderr:\n%s", code, out, errs)
 	}
 
+	// @FILE and @- (stdin) list targets; # starts a comment.
+	list := filepath.Join(t.TempDir(), "targets")
+	if err := os.WriteFile(list, []byte("# web tier\nlocal   # the first\n\nlocal,local\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errs, code = spindleCmd(t, "", "run", "@"+list, "--", "echo", "hi")
+	if code != 0 || out != "local: hi\nlocal,local: hi\n" && out != "local,local: hi\nlocal: hi\n" {
+		t.Errorf("@FILE: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	out, errs, code = spindleCmd(t, "local,local\n", "run", "@-", "--", "echo", "hi")
+	if code != 0 || out != "local,local: hi\n" {
+		t.Errorf("@-: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	empty := filepath.Join(t.TempDir(), "none")
+	os.WriteFile(empty, []byte("# nothing\n"), 0o600)
+
 	for _, bad := range [][]string{
+		{"run", "@" + empty, "--", "true"},
+		{"run", "@" + empty + ".missing", "--", "true"},
 		{"run", "local", "local", "--"},
 		{"run", "-L", "8080:localhost:80", "local", "local", "--", "true"},
 		{"run", "--fanout", "0", "local", "local", "--", "true"},

@@ -40,7 +40,9 @@ socket is private to the user), started by the first such run; questions
 (passwords, host keys) are still asked on the terminal of the command
 that connects. Not with -L, -R or -D.
 
-With several TARGETs (the -- is then required), CMD runs on all of them
+With several TARGETs (the -- is then required; @FILE stands for the
+targets FILE lists, whitespace-separated, # starting a comment, and @-
+for those on standard input), CMD runs on all of them
 at once, --fanout at a time, on connections made in parallel: hops they
 begin with are shared (-J bastion web1 web2 web3 dials the bastion once,
 and its agent starts the three). Each line of output is prefixed with
@@ -57,9 +59,10 @@ nor -L, -R and -D apply then.`,
   spindle run bastion,web1,docker:app1 -- ps aux
   spindle run -A web1 -- git -C /srv/app pull
   spindle run -R 3128:localhost:3128 web1 -- env https_proxy=http://127.0.0.1:3128 apt-get update
-  spindle run -J bastion web1 web2 web3,sudo -- systemctl is-active nginx`,
+  spindle run -J bastion web1 web2 web3,sudo -- systemctl is-active nginx
+  spindle run --fanout 64 @hosts.txt -- uptime`,
 		Args: func(c *cobra.Command, args []string) error {
-			if at := c.ArgsLenAtDash(); at > 1 { // several targets
+			if at := c.ArgsLenAtDash(); at > 1 || at == 1 && isTargetList(args[0]) { // several targets
 				if len(args) == at {
 					return &usageError{cmd: c.CommandPath(), err: errors.New("run needs a command after the targets: spindle run TARGET... -- CMD [ARGS...]")}
 				}
@@ -78,11 +81,15 @@ nor -L, -R and -D apply then.`,
 			if err != nil {
 				return err
 			}
-			if at := c.ArgsLenAtDash(); at > 1 {
+			if at := c.ArgsLenAtDash(); at > 1 || at == 1 && isTargetList(args[0]) {
 				if !ports.empty() {
 					return &usageError{cmd: c.CommandPath(), err: errors.New("-L, -R and -D forward ports for one target, not several")}
 				}
-				return g.runMany(c.Context(), args[:at], args[at:], fanout, forward.agent)
+				targets, err := expandTargets(args[:at], g.stdin)
+				if err != nil {
+					return err
+				}
+				return g.runMany(c.Context(), targets, args[at:], fanout, forward.agent)
 			}
 			if g.persist > 0 && ports.empty() {
 				if handled, err := g.runPersistent(args[0], args[1:], persistOpts{forwardAgent: forward.agent}); handled {
