@@ -123,3 +123,33 @@ func TestCLIPasswordTyped(t *testing.T) {
 		})
 	}
 }
+
+// -K: the become password typed on the terminal (not echoed) for a sudo
+// that wants the user's password, directly and through the daemon.
+func TestCLIBecomePasswordTyped(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/sh")
+	sudoers(t, tg.u.Name+" ALL=(ALL:ALL) ALL")
+	bin := buildCLI(t)
+	rt := sshtest.TempDir(t, "become-")
+	t.Cleanup(func() { stopDaemons(rt) })
+	target := fmt.Sprintf("ssh:%s@127.0.0.1:%d,sudo", tg.u.Name, tg.s.Port)
+	for _, persist := range [][]string{nil, {"--persist", "1m"}} {
+		t.Run(fmt.Sprintf("persist=%v", persist != nil), func(t *testing.T) {
+			args := append([]string{"-F", "none", "-i", tg.key.Path, "-o", "IdentitiesOnly=yes", "-o", "UserKnownHostsFile=" + tg.kh,
+				"-K", "run"}, persist...)
+			cmd := osexec.Command(bin, append(args, target, "--", "id", "-un")...)
+			cmd.Env = append(os.Environ(), "XDG_RUNTIME_DIR="+rt)
+			r := ptytest.Start(t, cmd)
+			r.WaitFor("BECOME password: ")
+			r.Type(tg.u.Password + "\r")
+			r.WaitFor("root")
+			if code := r.ExitCode(); code != 0 {
+				t.Fatalf("exit %d:\n%s", code, r.Output())
+			}
+			if strings.Contains(r.Output(), tg.u.Password) {
+				t.Errorf("the become password was echoed:\n%q", r.Output())
+			}
+		})
+	}
+}
