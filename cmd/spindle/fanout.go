@@ -175,17 +175,49 @@ func oneAtATime(fn, def func(string) (string, error)) func(string) (string, erro
 type fanoutResult struct {
 	target string
 	code   int
-	err    error // why it has no exit status of its own (not connected, lost)
+	err    error  // why it has no exit status of its own (not connected, lost)
+	output []byte // --group: its stdout and stderr, as they came
+	lost   int64  // --group: bytes of output beyond maxGroupedOutput
 }
 
-// runMany runs argv on every target at once (at most fanout at a time),
-// each line of output prefixed with "TARGET: ", and returns the largest
-// exit status: 0 only if the command exited 0 everywhere, 255 if a target
-// could not be reached. Standard input is not read (every command gets
-// end of file at once).
-func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, fanout int, flagA bool) error {
-	if fanout < 1 {
-		return &usageError{cmd: "spindle run", err: fmt.Errorf("--fanout %d: want at least 1", fanout)}
+// fanoutOptions are runMany's flags.
+type fanoutOptions struct {
+	fanout       int  // targets at once
+	forwardAgent bool // -A
+	group        bool // collect output, print it once per distinct output
+}
+
+// maxGroupedOutput is how much of each target's output --group keeps:
+// a thousand targets' worth fits in memory.
+const maxGroupedOutput = 1 << 20
+
+// cappedBuffer keeps the first max bytes written to it and counts the
+// rest.
+type cappedBuffer struct {
+	mu   sync.Mutex
+	b    bytes.Buffer
+	max  int
+	lost int64
+}
+
+func (c *cappedBuffer) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	keep := min(len(p), c.max-c.b.Len())
+	c.b.Write(p[:keep])
+	c.lost += int64(len(p) - keep)
+	return len(p), nil
+}
+
+// runMany runs argv on every target at once (at most opts.fanout at a
+// time), each line of output prefixed with "TARGET: " (or, with
+// opts.group, each distinct output printed once at the end under the
+// targets that gave it), and returns the largest exit status: 0 only if
+// the command exited 0 everywhere, 255 if a target could not be reached.
+// Standard input is not read (every command gets end of file at once).
+func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanoutOptions) error {
+	if opts.fanout < 1 {
+		return &usageError{cmd: "spindle run", err: fmt.Errorf("--fanout %d: want at least 1", opts.fanout)}
 	}
 	// Connections start at once: their questions (passwords, host keys)
 	// are asked one at a time, each naming its host.
@@ -203,7 +235,7 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, fanout int
 
 	var outMu, errMu sync.Mutex
 	results := make([]fanoutResult, len(targets))
-	slots := make(chan struct{}, fanout)
+	slots := make(chan struct{}, opts.fanout)
 	var wg sync.WaitGroup
 	for i, target := range targets {
 		wg.Add(1)
@@ -216,10 +248,13 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, fanout int
 				results[i] = fanoutResult{target: target, code: exitConnect, err: &connectError{err: ctx.Err()}}
 				return
 			}
-			results[i] = g.runOne(ctx, r, target, chains[i], argv, flagA, &outMu, &errMu)
+			results[i] = g.runOne(ctx, r, target, chains[i], argv, opts, &outMu, &errMu)
 		}()
 	}
 	wg.Wait()
+	if opts.group && sig() == 0 {
+		g.printGroups(results)
+	}
 
 	worst, failed := exitOK, []string{}
 	for _, res := range results {
@@ -254,7 +289,7 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, fanout int
 }
 
 // runOne connects to one target of runMany and runs argv there.
-func (g *globals) runOne(ctx stdctx.Context, r *routes, target string, chain targetChain, argv []string, flagA bool, outMu, errMu *sync.Mutex) fanoutResult {
+func (g *globals) runOne(ctx stdctx.Context, r *routes, target string, chain targetChain, argv []string, opts fanoutOptions, outMu, errMu *sync.Mutex) fanoutResult {
 	cctx := ctx
 	if g.timeout > 0 {
 		var cancel stdctx.CancelFunc
@@ -267,22 +302,79 @@ func (g *globals) runOne(ctx stdctx.Context, r *routes, target string, chain tar
 	}
 	// -A, or ssh_config's ForwardAgent for the last hop, as for one target.
 	s := &session{ctl: r.ctl, cx: cx, log: g.logger(), last: chain.hops[len(chain.hops)-1]}
-	stopAgent, err := g.startForwarding(ctx, s, flagA)
+	stopAgent, err := g.startForwarding(ctx, s, opts.forwardAgent)
 	if err != nil {
 		return fanoutResult{target: target, code: exitCode(err), err: err}
 	}
 	defer stopAgent()
-	stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
-	stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
-	res, err := runStreaming(ctx, cx, exec.Cmd{Argv: argv}, nil, stdout, stderr)
-	stdout.Close()
-	stderr.Close()
-	if err != nil {
-		code := exitCode(err)
-		if errors.Is(err, spindle.ErrDisconnected) {
-			code = exitConnect
-		}
-		return fanoutResult{target: target, code: code, err: err}
+	var res *exec.Result
+	var collected *cappedBuffer
+	if opts.group {
+		collected = &cappedBuffer{max: maxGroupedOutput}
+		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, nil, collected, collected)
+	} else {
+		stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
+		stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
+		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, nil, stdout, stderr)
+		stdout.Close()
+		stderr.Close()
 	}
-	return fanoutResult{target: target, code: resultExitCode(res)}
+	out := fanoutResult{target: target}
+	if collected != nil {
+		out.output, out.lost = collected.b.Bytes(), collected.lost
+	}
+	if err != nil {
+		out.code, out.err = exitCode(err), err
+		if errors.Is(err, spindle.ErrDisconnected) {
+			out.code = exitConnect
+		}
+		return out
+	}
+	out.code = resultExitCode(res)
+	return out
+}
+
+// printGroups prints, for --group, each distinct output (with its exit
+// status) once, under the targets that gave it, in the order of their
+// first target, as dshbak -c does for pdsh. Targets that failed before
+// their command ended are left to the error lines.
+func (g *globals) printGroups(results []fanoutResult) {
+	type group struct {
+		targets []string
+		res     fanoutResult
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for _, res := range results {
+		if res.err != nil {
+			continue
+		}
+		key := fmt.Sprintf("%d\x00%d\x00%s", res.code, res.lost, res.output)
+		gr := byKey[key]
+		if gr == nil {
+			gr = &group{res: res}
+			byKey[key] = gr
+			groups = append(groups, gr)
+		}
+		gr.targets = append(gr.targets, res.target)
+	}
+	for _, gr := range groups {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, "==== %s", strings.Join(gr.targets, " ")) // a TARGET may hold commas
+		if len(gr.targets) > 1 {
+			fmt.Fprintf(&b, " (%d targets)", len(gr.targets))
+		}
+		if gr.res.code != exitOK {
+			fmt.Fprintf(&b, " (exit %d)", gr.res.code)
+		}
+		b.WriteString(" ====\n")
+		b.Write(gr.res.output)
+		if n := len(gr.res.output); n > 0 && gr.res.output[n-1] != '\n' {
+			b.WriteByte('\n')
+		}
+		if gr.res.lost > 0 {
+			fmt.Fprintf(&b, "[%d more bytes of output not kept]\n", gr.res.lost)
+		}
+		g.stdout.Write(b.Bytes()) //nolint:errcheck // as for a single target's output
+	}
 }

@@ -96,6 +96,15 @@ func TestE2ERunMany(t *testing.T) {
 		t.Errorf("an unreachable target: exit %d, stdout %q, stderr:\n%s", code, out, errs)
 	}
 
+	// --group: each distinct output once, with its exit status, under its
+	// targets. The agent's parent is the CLI for local, an agent beyond.
+	out, errs, code = spindleCmd(t, "", "run", "--group", "local", "local,local", "local,local,local", "--", "sh", "-c",
+		`p=$(cut -d" " -f4 /proc/$PPID/stat); if [ "$(cat /proc/$p/comm)" = spindle ]; then echo "started by the CLI"; exit 4; fi; echo "started by an agent"`)
+	want := "==== local (exit 4) ====\nstarted by the CLI\n==== local,local local,local,local (2 targets) ====\nstarted by an agent\n"
+	if code != 4 || out != want || !strings.Contains(errs, "1 of 3 targets failed: local (exit 4)") {
+		t.Errorf("--group: exit %d, stdout\n%s\nwant\n%s\nstderr:\n%s", code, out, want, errs)
+	}
+
 	// @FILE and @- (stdin) list targets; # starts a comment.
 	list := filepath.Join(t.TempDir(), "targets")
 	if err := os.WriteFile(list, []byte("# web tier\nlocal   # the first\n\nlocal,local\n"), 0o600); err != nil {

@@ -20,7 +20,7 @@ var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 
 func newRunCmd(g *globals) *cobra.Command {
 	var forward forwardFlags
-	var fanout int
+	var fanout fanoutOptions
 	c := forwardFlag(&cobra.Command{
 		Use:               "run TARGET... -- CMD [ARGS...]",
 		ValidArgsFunction: g.completeTarget,
@@ -48,7 +48,9 @@ begin with are shared (-J bastion web1 web2 web3 dials the bastion once,
 and its agent starts the three). Each line of output is prefixed with
 "TARGET: "; standard input is not read (each command gets end of file);
 questions (passwords, host keys) are asked one at a time, naming their
-host. The exit status is the largest of the targets' (0 only if CMD
+host. --group collects the output instead and prints each distinct one
+once at the end, under the targets that gave it (like dshbak -c). The
+exit status is the largest of the targets' (0 only if CMD
 exited 0 everywhere, 255 if a target could not be reached), and a last
 line on standard error lists the targets that failed. Neither --persist
 nor -L, -R and -D apply then.`,
@@ -89,7 +91,8 @@ nor -L, -R and -D apply then.`,
 				if err != nil {
 					return err
 				}
-				return g.runMany(c.Context(), targets, args[at:], fanout, forward.agent)
+				fanout.forwardAgent = forward.agent
+				return g.runMany(c.Context(), targets, args[at:], fanout)
 			}
 			if g.persist > 0 && ports.empty() {
 				if handled, err := g.runPersistent(args[0], args[1:], persistOpts{forwardAgent: forward.agent}); handled {
@@ -113,7 +116,8 @@ nor -L, -R and -D apply then.`,
 		},
 	}, &forward)
 	persistFlag(c, g)
-	c.Flags().IntVar(&fanout, "fanout", defaultFanout, "with several targets: how many to connect to and run on at once")
+	c.Flags().IntVar(&fanout.fanout, "fanout", defaultFanout, "with several targets: how many to connect to and run on at once")
+	c.Flags().BoolVar(&fanout.group, "group", false, "with several targets: print each distinct output (stdout and stderr, with the exit status) once at the end, under the targets that gave it, instead of prefixed lines as they come (like pdsh | dshbak -c)")
 	return c
 }
 
