@@ -325,7 +325,31 @@ func RemoteStart(ctx context.Context, stdin io.WriteCloser, stdout io.Reader, ar
 		o(rs)
 	}
 	br := bufio.NewReaderSize(stdout, 64<<10)
-	hello, err := readHello(ctx, br, args.Nonce, log, rs.line)
+	// The hello is read by a goroutine of its own, so that ctx ends the
+	// wait at once: closing the session does not end a read of its output
+	// until the far end closes it too, and sshd does that only when the
+	// command exits, so a login shell stuck in its rc files held a
+	// connect past its timeout for as long as it slept. Abandoned, the
+	// goroutine ends with the stream (the caller closes its connection, or
+	// the far end its session).
+	type helloRead struct {
+		hello *Hello
+		err   error
+	}
+	read := make(chan helloRead, 1)
+	go func() {
+		h, err := readHello(ctx, br, args.Nonce, log, rs.line)
+		read <- helloRead{h, err}
+	}()
+	var hello *Hello
+	var err error
+	select {
+	case r := <-read:
+		hello, err = r.hello, r.err
+	case <-ctx.Done():
+		release()
+		return nil, ctx.Err() // the controller names the context
+	}
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}

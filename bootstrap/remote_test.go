@@ -944,6 +944,32 @@ func TestCancel(t *testing.T) {
 	}
 }
 
+// TestCancelWhileTheStreamLingers: closing stdin and running closeFn may
+// not end the output stream (an SSH session's far end closes it only once
+// its command exits, and a login shell may be stuck in its rc files):
+// RemoteStart still returns when ctx ends, not when the stream does.
+func TestCancelWhileTheStreamLingers(t *testing.T) {
+	args := bootstrap.AgentArgs{ID: 3, Name: "linger", Nonce: bootstrap.NewNonce()}
+	outR, outW := io.Pipe()
+	_, inW := io.Pipe()
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 100*time.Millisecond)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := bootstrap.RemoteStart(ctx, inW, outR, args, bootstrap.Default(), "linger", nil, func() error { return nil })
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, stdctx.DeadlineExceeded) {
+			t.Errorf("got %v, want the deadline", err)
+		}
+	case <-time.After(20 * time.Second): // a hang, not a slow machine
+		t.Fatal("RemoteStart still waits for the stream after its context ended")
+	}
+	outW.Close() // the far end gives up at last: the abandoned reader ends
+}
+
 // TestRemoteCommandShape: one line, exec sh -c '…', nothing a login shell
 // could reinterpret; unsafe names are refused.
 func TestRemoteCommandShape(t *testing.T) {

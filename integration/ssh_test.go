@@ -797,3 +797,45 @@ func TestSSHAddKeysToAgent(t *testing.T) {
 		t.Fatalf("the next connection: %v, asked %d times; want the key from the agent, no question", err, asked)
 	}
 }
+
+// A login shell stuck in its start-up files (~/.bashrc sleeping) cannot
+// hold a connect past its context: the connect fails as a timeout naming
+// the host, directly and for a hop an agent starts, long before the
+// shell would go on. (Closing the session does not end a read of its
+// output until sshd closes it, which it does when the command exits.)
+func TestSSHStuckLoginShell(t *testing.T) {
+	t.Parallel()
+	tg := newTarget(t, "/bin/bash")
+	tg.u.WriteFile(t, ".bashrc", "sleep 600\n", 0o644)
+	connectWithin := func(t *testing.T, connect func(stdctx.Context) error) {
+		t.Helper()
+		ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 2*time.Second)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- connect(ctx) }()
+		select {
+		case err := <-done:
+			if !errors.Is(err, spindle.ErrTimeout) || !strings.Contains(err.Error(), "ssh:127.0.0.1") {
+				t.Errorf("a connect to a stuck login shell: %v; want a timeout naming the host", err)
+			}
+		case <-time.After(60 * time.Second): // a hang: the shell sleeps ten minutes
+			t.Fatal("the connect outlived its context, waiting for the login shell")
+		}
+	}
+	t.Run("direct", func(t *testing.T) {
+		connectWithin(t, func(ctx stdctx.Context) error {
+			ctl := spindle.NewController(spindle.Options{})
+			defer ctl.Close()
+			_, err := ctl.Connect(ctx, tg.opts())
+			return err
+		})
+	})
+	t.Run("hop through an agent", func(t *testing.T) {
+		first := newTarget(t, "/bin/sh")
+		_, cx := throughFirst(t, first)
+		connectWithin(t, func(ctx stdctx.Context) error {
+			_, err := cx.Connect(ctx, tg.opts())
+			return err
+		})
+	})
+}

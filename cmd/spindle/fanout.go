@@ -60,11 +60,12 @@ func (r *routes) connect(ctx stdctx.Context, hops []spindle.Connector, names []s
 				rt.cx, rt.err = cx.Connect(ctx, hop) // started by the previous hop's agent
 			}
 			close(rt.done)
-		}
-		select {
-		case <-rt.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
+		} else {
+			select {
+			case <-rt.done:
+			case <-ctx.Done():
+				return nil, fmt.Errorf("waiting for %s, which another target connects: %w", names[i], ctx.Err())
+			}
 		}
 		if rt.err != nil {
 			return nil, rt.err

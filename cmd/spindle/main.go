@@ -154,6 +154,10 @@ host key failures exit with 255, like ssh.`,
 // CLI flag the library's message cannot name.
 func (g *globals) hint(err error) string {
 	var ce *spindle.Error
+	var conn *connectError
+	if errors.Is(err, spindle.ErrTimeout) && errors.As(err, &conn) && g.timeout > 0 {
+		return fmt.Sprintf("the whole connect (SSH login, the login shell's start-up files, the agent's start) must finish within --timeout %v: give a slow host more", g.timeout)
+	}
 	if !errors.Is(err, spindle.ErrAuth) || !errors.As(err, &ce) {
 		return ""
 	}

@@ -158,7 +158,14 @@ func (l *link) startAgent(ctx context.Context, args bootstrap.AgentArgs, src boo
 			exitErr = sess.Wait()
 			close(done)
 		}()
-		t := time.NewTimer(exitGrace)
+		grace := exitGrace
+		if !owned.Load() && ctx.Err() != nil {
+			// A start cut short: nothing to wait for (a login shell
+			// stuck in its rc files would keep the connect past its
+			// timeout for the whole grace).
+			grace = 0
+		}
+		t := time.NewTimer(grace)
 		select {
 		case <-done:
 		case <-t.C:
