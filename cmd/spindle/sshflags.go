@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"golang.org/x/sys/unix"
 	"golang.org/x/term"
 )
 
@@ -304,10 +305,24 @@ func readSecretTTY(prompt string) (string, error) {
 	if prompt == "" {
 		prompt = "Password: "
 	}
+	// Echo goes off before the prompt is shown, as ssh's readpassphrase
+	// does: someone typing as soon as the prompt appears (a script
+	// driving a pty does) would otherwise see the first characters
+	// echoed, before term.ReadPassword turned echo off.
+	fd := int(tty.Fd())
+	if old, err := unix.IoctlGetTermios(fd, unix.TCGETS); err == nil {
+		quiet := *old
+		quiet.Lflag &^= unix.ECHO
+		quiet.Lflag |= unix.ICANON | unix.ISIG
+		quiet.Iflag |= unix.ICRNL
+		if err := unix.IoctlSetTermios(fd, unix.TCSETS, &quiet); err == nil {
+			defer unix.IoctlSetTermios(fd, unix.TCSETS, old) //nolint:errcheck // as term.ReadPassword restores
+		}
+	}
 	if _, err := fmt.Fprint(tty, prompt); err != nil {
 		return "", err
 	}
-	b, err := term.ReadPassword(int(tty.Fd()))
+	b, err := term.ReadPassword(fd)
 	fmt.Fprintln(tty)
 	if err != nil {
 		return "", fmt.Errorf("read password from the terminal: %w", err)
