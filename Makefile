@@ -74,18 +74,18 @@ demo: build
 	@echo "== spindle bench core"; bin/spindle bench --rounds 3 core
 
 fuzz:
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./router -run '^$$' -fuzz '^FuzzReadFrame$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./router -run '^$$' -fuzz '^FuzzMessageUnmarshal$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzValidate$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./internal/wire -run '^$$' -fuzz '^FuzzUnmarshal$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./connectors -run '^$$' -fuzz '^FuzzAgentLender$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./bootstrap -run '^$$' -fuzz '^FuzzReadHello$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/exec -run '^$$' -fuzz '^FuzzOutputFrames$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/fs -run '^$$' -fuzz '^FuzzWalkStream$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/agentfwd -run '^$$' -fuzz '^FuzzForwardedRequests$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./cmd/spindle -run '^$$' -fuzz '^FuzzSOCKS$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./services/tunnel -run '^$$' -fuzz '^FuzzHeader$$' -fuzztime $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) $(GO) test ./internal/daemonproto -run '^$$' -fuzz '^FuzzReadMsg$$' -fuzztime $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./router FuzzReadFrame $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./router FuzzMessageUnmarshal $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/wire FuzzValidate $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/wire FuzzUnmarshal $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./connectors FuzzAgentLender $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./bootstrap FuzzReadHello $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/exec FuzzOutputFrames $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/fs FuzzWalkStream $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/agentfwd FuzzForwardedRequests $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./cmd/spindle FuzzSOCKS $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/tunnel FuzzHeader $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/daemonproto FuzzReadMsg $(FUZZTIME)
 
 clean:
 	rm -rf bin $(AGENTS_DIR)/spindle-agent-*
