@@ -207,6 +207,30 @@ func TestCLIRunManyVia(t *testing.T) {
 	if n := logins() - before; n != 1 {
 		t.Errorf("the bastion's sshd accepted %d logins for two targets behind it, want 1", n)
 	}
+
+	// Through the daemon (--persist) the same, and after it the next runs
+	// over both and a run on one of them log in nowhere: the daemon keeps
+	// one connection to the bastion, whose agent started both hops.
+	rt := sshtest.TempDir(t, "persist-")
+	t.Cleanup(func() { stopDaemons(rt) })
+	env := []string{"XDG_RUNTIME_DIR=" + rt}
+	webLogins := func() int {
+		return strings.Count(second.s.Log(), "Accepted publickey for "+second.u.Name+" ") +
+			strings.Count(second.s.Log(), "Accepted publickey for "+other.Name+" ")
+	}
+	before, beforeWeb := logins(), webLogins()
+	for range 2 {
+		out, errs, code := cliEnv(t, bin, env, append(common, "run", "--persist", "1m", "-J", via, web1, web2, "--", "id", "-un")...)
+		if code != 0 || !strings.Contains(out, web1+": "+second.u.Name+"\n") || !strings.Contains(out, web2+": "+other.Name+"\n") {
+			t.Fatalf("run --persist -J BASTION WEB1 WEB2: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+		}
+	}
+	if out, errs, code := cliEnv(t, bin, env, append(common, "run", "--persist", "1m", "-J", via, web2, "--", "id", "-un")...); code != 0 || out != other.Name+"\n" {
+		t.Fatalf("run --persist -J BASTION WEB2: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	if n, w := logins()-before, webLogins()-beforeWeb; n != 1 || w != 2 {
+		t.Errorf("three runs through the daemon: the bastion's sshd accepted %d logins, web's %d; want 1 and 2", n, w)
+	}
 }
 
 // spindle cp between two SSH targets, as two users who cannot read each

@@ -127,6 +127,7 @@ type daemonServer struct {
 
 	mu       sync.Mutex
 	sessions map[string]*daemonSession
+	groups   map[string]*daemonGroup
 	active   int           // commands running
 	idle     time.Duration // the latest client's persist time
 	idleT    *time.Timer
@@ -136,6 +137,16 @@ type daemonServer struct {
 	// which kills them; not when it stops for being idle.
 	ctx    stdctx.Context
 	cancel stdctx.CancelFunc
+}
+
+// daemonGroup is the kept connections made with one set of connection
+// flags: one controller, whose routes every target's chain shares, so
+// that web1 and web2 behind one bastion dial it once, whether they come
+// in one command (run over many targets, cp between them) or in two.
+type daemonGroup struct {
+	ctl    *spindle.Controller
+	routes *routes
+	log    *zap.Logger
 }
 
 // daemonSession is one kept connection; mu is held while connecting, so
@@ -148,7 +159,7 @@ type daemonSession struct {
 func newDaemonServer(logOut io.Writer, log *zap.Logger, verbose int, idle time.Duration) *daemonServer {
 	ctx, cancel := stdctx.WithCancel(stdctx.Background())
 	return &daemonServer{log: log, logOut: logOut, verbose: verbose, idle: idle, sessions: map[string]*daemonSession{},
-		quit: make(chan struct{}), ctx: ctx, cancel: cancel}
+		groups: map[string]*daemonGroup{}, quit: make(chan struct{}), ctx: ctx, cancel: cancel}
 }
 
 func (d *daemonServer) stop() { d.quitOnce.Do(func() { close(d.quit) }) }
@@ -215,10 +226,9 @@ func (d *daemonServer) run(socket string, ready *os.File) error {
 	wg.Wait()
 	d.cancel()
 	d.mu.Lock()
-	for _, ds := range d.sessions {
-		if ds.s != nil {
-			ds.s.Close()
-		}
+	for _, grp := range d.groups {
+		grp.ctl.Close()
+		grp.log.Sync() //nolint:errcheck // stderr cannot always be synced
 	}
 	d.mu.Unlock()
 	d.log.Info("daemon stopped")
@@ -430,6 +440,53 @@ func sessionKey(r *daemonproto.Run) string {
 		r.PasswordEnv, r.BecomePasswordEnv, r.AskBecomePass})
 }
 
+// groupKey names r's connection flags: sessionKey less the target, and
+// less -J, whose hops the routes' names hold.
+func groupKey(r *daemonproto.Run) string {
+	rt := *r
+	rt.Target, rt.Via = "", ""
+	return sessionKey(&rt)
+}
+
+// group is the kept connections for r's flags, made with g's (the first
+// request's) logger.
+func (d *daemonServer) group(g *globals, r *daemonproto.Run) *daemonGroup {
+	key := groupKey(r)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	grp := d.groups[key]
+	if grp == nil {
+		log := g.logger()
+		ctl := spindle.NewController(spindle.Options{Logger: log, Verbosity: g.verbose})
+		grp = &daemonGroup{ctl: ctl, routes: newRoutes(ctl), log: log}
+		grp.routes.retryFailed = true
+		d.groups[key] = grp
+	}
+	return grp
+}
+
+// connect connects to target on r's group's controller, within
+// --timeout, sharing the routes its chain begins with.
+func (d *daemonServer) connect(ctx stdctx.Context, g *globals, r *daemonproto.Run, target string) (*session, error) {
+	chains, err := g.chains([]string{target})
+	if err != nil {
+		return nil, err
+	}
+	grp := d.group(g, r)
+	if g.timeout > 0 {
+		var cancel stdctx.CancelFunc
+		ctx, cancel = stdctx.WithTimeout(ctx, g.timeout)
+		defer cancel()
+	}
+	hops := chains[0].hops
+	cx, err := grp.routes.connect(ctx, hops, chains[0].names)
+	if err != nil {
+		return nil, &connectError{err: err}
+	}
+	return &session{ctl: grp.ctl, shared: true, cx: cx, log: grp.log, last: hops[len(hops)-1],
+		lasts: []spindle.Connector{hops[len(hops)-1]}, hops: [][]spindle.Connector{hops}}, nil
+}
+
 // runFor runs r's command on its kept connection (made now if there is
 // none, or if it died) and returns the CLI's exit status and what the CLI
 // would have printed on stderr.
@@ -486,7 +543,7 @@ func (d *daemonServer) runOn(ctx stdctx.Context, g *globals, r *daemonproto.Run,
 	for attempt := 0; p == nil; attempt++ {
 		var reused bool
 		var err error
-		s, reused, err = d.sessionFor(ctx, g, ds, r.Target, log)
+		s, reused, err = d.sessionFor(ctx, g, r, ds, r.Target, log)
 		if err != nil {
 			return err
 		}
@@ -544,7 +601,7 @@ func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run
 		if !e.remote() {
 			continue
 		}
-		s, err := d.liveSession(ctx, g, d.slot(r, e.Target), e.Target, rlog)
+		s, err := d.liveSession(ctx, g, r, d.slot(r, e.Target), e.Target, rlog)
 		if err != nil {
 			return err
 		}
@@ -560,23 +617,23 @@ func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run
 
 // liveSession is sessionFor, with a kept connection checked by a ping
 // first (a copy has no single call to retry) and replaced if it died.
-func (d *daemonServer) liveSession(ctx stdctx.Context, g *globals, ds *daemonSession, target string, log *zap.Logger) (*session, error) {
-	s, reused, err := d.sessionFor(ctx, g, ds, target, log)
+func (d *daemonServer) liveSession(ctx stdctx.Context, g *globals, r *daemonproto.Run, ds *daemonSession, target string, log *zap.Logger) (*session, error) {
+	s, reused, err := d.sessionFor(ctx, g, r, ds, target, log)
 	if err != nil || !reused {
 		return s, err
 	}
 	if err := sys.Ping(ctx, s.cx); err != nil && errors.Is(err, spindle.ErrDisconnected) {
 		log.Info("daemon: kept connection lost", zap.String("target", target), zap.Error(err))
 		d.drop(ds, s)
-		s, _, err = d.sessionFor(ctx, g, ds, target, log)
+		s, _, err = d.sessionFor(ctx, g, r, ds, target, log)
 		return s, err
 	}
 	return s, nil
 }
 
-// sessionFor returns ds's connection, made now with g's flags if there is
-// none or it died; reused says it was there.
-func (d *daemonServer) sessionFor(ctx stdctx.Context, g *globals, ds *daemonSession, target string, log *zap.Logger) (s *session, reused bool, err error) {
+// sessionFor returns ds's connection, made now with g's flags (r's) if
+// there is none or it died; reused says it was there.
+func (d *daemonServer) sessionFor(ctx stdctx.Context, g *globals, r *daemonproto.Run, ds *daemonSession, target string, log *zap.Logger) (s *session, reused bool, err error) {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
 	if ds.s != nil {
@@ -590,7 +647,7 @@ func (d *daemonServer) sessionFor(ctx stdctx.Context, g *globals, ds *daemonSess
 			return ds.s, true, nil
 		}
 	}
-	if ds.s, err = g.connect(ctx, target); err != nil {
+	if ds.s, err = d.connect(ctx, g, r, target); err != nil {
 		return nil, false, err
 	}
 	log.Info("daemon: connected", zap.String("target", target))

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sort"
 	"strings"
@@ -23,17 +24,43 @@ const defaultFanout = 32
 // routes connects chains of hops through one controller, each distinct
 // route (the hops that lead to a context) once, however many chains begin
 // with it and however many goroutines ask at once: forty hosts behind one
-// bastion dial the bastion once, and its agent starts the forty.
+// bastion dial the bastion once, and its agent starts the forty. A route
+// whose context has died is connected anew by the next chain that needs
+// it.
 type routes struct {
 	ctl *spindle.Controller
-	mu  sync.Mutex
-	m   map[string]*route
+	// retryFailed: a route that failed to connect is tried again by the
+	// next chain that needs it (the daemon, whose routes serve commands
+	// for hours); else its error is every later chain's (one command over
+	// forty hosts asks for the bastion's password once).
+	retryFailed bool
+	mu          sync.Mutex
+	m           map[string]*route
 }
 
 type route struct {
 	done chan struct{}
 	cx   *spindle.Context
 	err  error
+}
+
+// stale says whether a route must be connected anew rather than waited
+// for or used.
+func (rt *route) stale(retryFailed bool) bool {
+	select {
+	case <-rt.done:
+	default:
+		return false // being connected
+	}
+	if rt.err != nil {
+		return retryFailed || errors.Is(rt.err, stdctx.Canceled) || errors.Is(rt.err, stdctx.DeadlineExceeded)
+	}
+	select {
+	case <-rt.cx.Done():
+		return true
+	default:
+		return false
+	}
 }
 
 func newRoutes(ctl *spindle.Controller) *routes {
@@ -46,31 +73,42 @@ func (r *routes) connect(ctx stdctx.Context, hops []spindle.Connector, names []s
 	var cx *spindle.Context
 	for i, hop := range hops {
 		key := strings.Join(names[:i+1], "\x00")
-		r.mu.Lock()
-		rt, ok := r.m[key]
-		if !ok {
-			rt = &route{done: make(chan struct{})}
-			r.m[key] = rt
-		}
-		r.mu.Unlock()
-		if !ok {
-			if i == 0 {
-				rt.cx, rt.err = r.ctl.Connect(ctx, hop)
+		for {
+			r.mu.Lock()
+			rt, ok := r.m[key]
+			if ok && rt.stale(r.retryFailed) {
+				ok = false
+			}
+			if !ok {
+				rt = &route{done: make(chan struct{})}
+				r.m[key] = rt
+			}
+			r.mu.Unlock()
+			if !ok {
+				if i == 0 {
+					rt.cx, rt.err = r.ctl.Connect(ctx, hop)
+				} else {
+					rt.cx, rt.err = cx.Connect(ctx, hop) // started by the previous hop's agent
+				}
+				close(rt.done)
 			} else {
-				rt.cx, rt.err = cx.Connect(ctx, hop) // started by the previous hop's agent
+				select {
+				case <-rt.done:
+				case <-ctx.Done():
+					return nil, fmt.Errorf("waiting for %s, which another target connects: %w", names[i], ctx.Err())
+				}
+				// Another chain's deadline or Ctrl-C ended the connect
+				// this one waited for: not this one's failure.
+				if rt.stale(false) && ctx.Err() == nil {
+					continue
+				}
 			}
-			close(rt.done)
-		} else {
-			select {
-			case <-rt.done:
-			case <-ctx.Done():
-				return nil, fmt.Errorf("waiting for %s, which another target connects: %w", names[i], ctx.Err())
+			if rt.err != nil {
+				return nil, rt.err
 			}
+			cx = rt.cx
+			break
 		}
-		if rt.err != nil {
-			return nil, rt.err
-		}
-		cx = rt.cx
 	}
 	return cx, nil
 }
@@ -228,11 +266,21 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	if err != nil {
 		return err
 	}
+	daemon := g.persist > 0 && g.daemonUp()
 	ctx, sig, stop := signalContext(ctx)
 	defer stop()
-	ctl := spindle.NewController(spindle.Options{Logger: g.logger(), Verbosity: g.verbose})
-	defer ctl.Close()
-	r := newRoutes(ctl)
+	// Targets run here, on connections of this process's, unless the
+	// daemon runs them: then only those it could not take.
+	var ctl *spindle.Controller
+	direct := sync.OnceValue(func() *routes {
+		ctl = spindle.NewController(spindle.Options{Logger: g.logger(), Verbosity: g.verbose})
+		return newRoutes(ctl)
+	})
+	defer func() {
+		if ctl != nil {
+			ctl.Close()
+		}
+	}()
 
 	var outMu, errMu sync.Mutex
 	results := make([]fanoutResult, len(targets))
@@ -249,7 +297,13 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 				results[i] = fanoutResult{target: target, code: exitConnect, err: &connectError{err: ctx.Err()}}
 				return
 			}
-			results[i] = g.runOne(ctx, r, target, chains[i], argv, opts, &outMu, &errMu)
+			if daemon {
+				if res, ok := g.runOneThroughDaemon(target, argv, opts, &outMu, &errMu); ok {
+					results[i] = res
+					return
+				}
+			}
+			results[i] = g.runOne(ctx, direct(), target, chains[i], argv, opts, &outMu, &errMu)
 		}()
 	}
 	wg.Wait()
@@ -261,9 +315,16 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	for _, res := range results {
 		if res.err != nil && sig() == 0 {
 			errMu.Lock()
-			fmt.Fprintf(g.stderr, "spindle: %s: %v\n", res.target, res.err)
-			if hint := g.hint(res.err); hint != "" {
-				fmt.Fprintf(g.stderr, "spindle: %s: hint: %s\n", res.target, hint)
+			var dr *daemonReport
+			if errors.As(res.err, &dr) {
+				for _, line := range strings.Split(strings.TrimRight(dr.text, "\n"), "\n") {
+					fmt.Fprintf(g.stderr, "spindle: %s: %s\n", res.target, strings.TrimPrefix(line, "spindle: "))
+				}
+			} else {
+				fmt.Fprintf(g.stderr, "spindle: %s: %v\n", res.target, res.err)
+				if hint := g.hint(res.err); hint != "" {
+					fmt.Fprintf(g.stderr, "spindle: %s: hint: %s\n", res.target, hint)
+				}
 			}
 			errMu.Unlock()
 		}
@@ -287,6 +348,68 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 		fmt.Fprintf(g.stderr, "spindle: %d of %d targets failed: %s\n", len(failed), len(targets), strings.Join(failed, ", "))
 	}
 	return &exitError{code: worst}
+}
+
+// daemonUp says whether the daemon for --persist runs, starting it if
+// not; why not is logged at -v, and the targets then run here.
+func (g *globals) daemonUp() bool {
+	socket, err := daemonSocket()
+	if err == nil {
+		var c net.Conn
+		if c, err = g.dialDaemon(socket); err == nil {
+			c.Close()
+			return true
+		}
+	}
+	g.logger().Info("not through the daemon: " + err.Error())
+	return false
+}
+
+// daemonReport is what the daemon would have printed on stderr for a
+// target that failed (its error, and a hint): runMany prints it with the
+// target's name.
+type daemonReport struct{ text string }
+
+func (e *daemonReport) Error() string { return strings.TrimSpace(e.text) }
+
+// runOneThroughDaemon runs argv on one target of runMany through the
+// daemon (--persist), on the connection it keeps, as runOne does here.
+// ok is false when the daemon did not take the command: it has not
+// started anywhere.
+func (g *globals) runOneThroughDaemon(target string, argv []string, opts fanoutOptions, outMu, errMu *sync.Mutex) (res fanoutResult, ok bool) {
+	gt := *g
+	gt.stdin = nil // end of file at once, as for runOne
+	var collected *cappedBuffer
+	var stdout, stderr *lineWriter
+	if opts.group {
+		collected = &cappedBuffer{max: maxGroupedOutput}
+		gt.stdout, gt.stderr = collected, collected
+	} else {
+		stdout = &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
+		stderr = &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
+		gt.stdout, gt.stderr = stdout, stderr
+	}
+	var text string
+	handled, err := gt.runPersistent(target, argv, persistOpts{forwardAgent: opts.forwardAgent, exitText: &text})
+	if stdout != nil {
+		stdout.Close()
+		stderr.Close()
+	}
+	if !handled {
+		return fanoutResult{}, false
+	}
+	res = fanoutResult{target: target, code: exitCode(err)}
+	if collected != nil {
+		res.output, res.lost = collected.b.Bytes(), collected.lost
+	}
+	var ee *exitError
+	switch {
+	case text != "":
+		res.err = &daemonReport{text: text}
+	case err != nil && (!errors.As(err, &ee) || ee.err != nil):
+		res.err = err // the daemon lost
+	}
+	return res, true
 }
 
 // runOne connects to one target of runMany and runs argv there.

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/local"
 )
 
@@ -68,6 +70,62 @@ func TestRoutesShared(t *testing.T) {
 	other, err := r.connect(ctx, []spindle.Connector{local.Options{ContextName: "local2"}}, []string{"local2"})
 	if err != nil || other == cxs[0] {
 		t.Fatalf("another route: %v, %v", other, err)
+	}
+}
+
+// flakyConnector is a local agent whose first fails starts fail.
+type flakyConnector struct {
+	local.Options
+	mu            sync.Mutex
+	fails, starts int
+}
+
+func (f *flakyConnector) Start(ctx stdctx.Context, req connectors.StartRequest) (*bootstrap.Conn, error) {
+	f.mu.Lock()
+	f.starts++
+	fail := f.starts <= f.fails
+	f.mu.Unlock()
+	if fail {
+		return nil, errors.New("flaky: refused")
+	}
+	return f.Options.Start(ctx, req)
+}
+
+func (f *flakyConnector) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.starts
+}
+
+// A route that failed is every later chain's failure, unless retryFailed
+// (the daemon's); a route whose context died is connected anew.
+func TestRoutesStale(t *testing.T) {
+	ctl := spindle.NewController(spindle.Options{})
+	defer ctl.Close()
+	r := newRoutes(ctl)
+	ctx := stdctx.Background()
+	f := &flakyConnector{fails: 1}
+	hops, names := []spindle.Connector{f}, []string{"flaky"}
+	for range 2 {
+		if _, err := r.connect(ctx, hops, names); err == nil || !strings.Contains(err.Error(), "flaky: refused") {
+			t.Fatalf("a failing hop: %v", err)
+		}
+	}
+	if n := f.count(); n != 1 {
+		t.Errorf("a failed route was started %d times, want once", n)
+	}
+	r.retryFailed = true
+	cx, err := r.connect(ctx, hops, names)
+	if err != nil || f.count() != 2 {
+		t.Fatalf("retryFailed: %v after %d starts, want a context after 2", err, f.count())
+	}
+	if again, err := r.connect(ctx, hops, names); err != nil || again != cx || f.count() != 2 {
+		t.Errorf("a live route: %v, %v, %d starts; want the same context, not started again", again, err, f.count())
+	}
+	cx.Close()
+	again, err := r.connect(ctx, hops, names)
+	if err != nil || again == cx || again.Err() != nil || f.count() != 3 {
+		t.Errorf("a dead route: %v, %v, %d starts; want a new live context", again, err, f.count())
 	}
 }
 
@@ -137,7 +195,14 @@ func TestE2ERunMany(t *testing.T) {
 // Ctrl-C on a run over several targets ends it with 130 and kills every
 // remote command, with no failure summary.
 func TestE2ERunManySignal(t *testing.T) {
-	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "run", "local", "local,local", "--", "sh", "-c", "echo $$; exec sleep 60")
+	t.Run("direct", func(t *testing.T) { testRunManySignal(t, nil) })
+	t.Run("persist", func(t *testing.T) { testRunManySignal(t, persistEnv(t), "--persist", "1m") })
+}
+
+func testRunManySignal(t *testing.T, env []string, flags ...string) {
+	args := append(append([]string{"run"}, flags...), "local", "local,local", "--", "sh", "-c", "echo $$; exec sleep 60")
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+	cmd.Env = env
 	var errb bytes.Buffer
 	cmd.Stderr = &errb
 	out, err := cmd.StdoutPipe()
@@ -172,4 +237,52 @@ func TestE2ERunManySignal(t *testing.T) {
 	for _, pid := range pids {
 		pollUntil(t, "the remote process killed", func() bool { return syscall.Kill(pid, 0) != nil })
 	}
+}
+
+// spindle run --persist over many targets: each runs through the daemon,
+// on connections it keeps for the next run, and chains share their routes
+// there as they do in one process: local,local,local's agent is started by
+// local,local's, itself started by local's.
+func TestPersistRunMany(t *testing.T) {
+	env := persistEnv(t)
+	args := []string{"run", "--persist", "1m", "local,local,local", "local,local", "local", "--", "sh", "-c",
+		`echo "$PPID $(cut -d" " -f4 /proc/$PPID/stat)"; read x || echo "stdin closed"; echo err >&2`}
+	first, errs, code := spindleEnv(t, env, "", args...)
+	if code != 0 || strings.Count(errs, ": err\n") != 3 {
+		t.Fatalf("exit %d, stderr:\n%s", code, errs)
+	}
+	agent, parent := map[string]string{}, map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(first), "\n") {
+		target, rest, _ := strings.Cut(line, ": ")
+		if rest == "stdin closed" {
+			continue
+		}
+		a, p, _ := strings.Cut(rest, " ")
+		agent[target], parent[target] = a, p
+	}
+	if len(agent) != 3 || parent["local,local"] != agent["local"] || parent["local,local,local"] != agent["local,local"] ||
+		strings.Count(first, "stdin closed\n") != 3 {
+		t.Errorf("want one chain of agents, local's starting local,local's, starting local,local,local's; stdin closed everywhere:\n%s", first)
+	}
+	again, _, _ := spindleEnv(t, env, "", args...)
+	if sorted(again) != sorted(first) {
+		t.Errorf("a second run's agents:\n%s\nthe first's:\n%s", again, first)
+	}
+
+	// --group, exit statuses and a target not reached, through the daemon
+	// as without it.
+	out, errs, code := spindleEnv(t, env, "", "--timeout", "10s", "run", "--persist", "1m", "--group",
+		"ssh:nobody@127.0.0.1:1", "local", "local,local", "--", "sh", "-c", "echo hi; exit 3")
+	want := "==== local local,local (2 targets) (exit 3) ====\nhi\n"
+	if code != 255 || out != want || !strings.Contains(errs, "spindle: ssh:nobody@127.0.0.1:1: ") ||
+		!strings.Contains(errs, "3 of 3 targets failed: local (exit 3), local,local (exit 3), ssh:nobody@127.0.0.1:1 (not reached)") {
+		t.Errorf("exit %d, stdout\n%s\nwant\n%s\nstderr:\n%s", code, out, want, errs)
+	}
+}
+
+// sorted is s's lines in order.
+func sorted(s string) string {
+	lines := strings.Split(s, "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
 }

@@ -269,8 +269,11 @@ func consoleCore(w io.Writer, verbose int) zapcore.Core {
 // session is one connected target.
 type session struct {
 	ctl *spindle.Controller
-	cx  *spindle.Context
-	log *zap.Logger
+	// shared: ctl is the daemon's, whose other contexts other sessions
+	// use; closing the session closes only cx.
+	shared bool
+	cx     *spindle.Context
+	log    *zap.Logger
 	// last is the connector of cx's last hop (connect), lasts those of
 	// every target's (connectAll), in order.
 	last  spindle.Connector
@@ -298,6 +301,10 @@ func (s *session) lastSSH() (ssh.Options, bool) {
 }
 
 func (s *session) Close() {
+	if s.shared {
+		s.cx.Close() //nolint:errcheck // dead already, or as good as
+		return
+	}
 	s.ctl.Close()
 	s.log.Sync() //nolint:errcheck // stderr cannot always be synced
 }

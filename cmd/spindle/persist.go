@@ -153,6 +153,10 @@ type persistOpts struct {
 	escape string
 	// copy: a spindle cp instead of a command.
 	copy *daemonproto.Copy
+	// exitText, if set, takes what the daemon says the CLI would have
+	// printed on stderr at the end (its error and hint), instead of
+	// stderr: run over many targets prints it with the target's name.
+	exitText *string
 }
 
 // runPersistent runs argv on target through the daemon. It returns
@@ -304,7 +308,11 @@ func (g *globals) runPersistent(target string, argv []string, o persistOpts) (ha
 				if attachErr != nil {
 					return true, attachErr
 				}
-				io.WriteString(g.stderr, m.Text) //nolint:errcheck // the user's stderr
+				if o.exitText != nil {
+					*o.exitText = m.Text
+				} else {
+					io.WriteString(g.stderr, m.Text) //nolint:errcheck // the user's stderr
+				}
 				return true, &exitError{code: m.Code}
 			}
 		}

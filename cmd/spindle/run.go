@@ -52,8 +52,10 @@ host. --group collects the output instead and prints each distinct one
 once at the end, under the targets that gave it (like dshbak -c). The
 exit status is the largest of the targets' (0 only if CMD
 exited 0 everywhere, 255 if a target could not be reached), and a last
-line on standard error lists the targets that failed. Neither --persist
-nor -L, -R and -D apply then.`,
+line on standard error lists the targets that failed. With --persist,
+every target runs through the daemon, on the connections it keeps (their
+hops shared there too), and the next such run takes a few milliseconds
+per round of --fanout targets. -L, -R and -D do not apply.`,
 		Example: `  spindle run local -- uname -a
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
