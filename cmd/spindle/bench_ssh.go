@@ -83,6 +83,11 @@ func sshCases() []benchCase {
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).parallelFreshTrue(e.ctx, n) },
 			},
 			benchCase{
+				Name: fmt.Sprintf("cli_run_many_%d_persist", fanTargets) + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_parallel_controlmaster_true" + sfx, N: 5,
+				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).cliRunManyPersist(e.ctx, n) },
+				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).parallelMasterTrue(e.ctx, n) },
+			},
+			benchCase{
 				Name: "ssh_connect_cached" + sfx, Group: "ssh", Latency: ms, Baseline: "openssh_fresh_true" + sfx, N: nc,
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleConnect(e.ctx, n, false) },
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).freshTrue(e.ctx, n) },
@@ -175,6 +180,9 @@ type sshPath struct {
 	// for rows that run the CLI itself.
 	cliArgs []string
 	cliRT   string // the CLI rows' XDG_RUNTIME_DIR, where their daemon lives
+	// fanMasters is the directory of the fan-out aliases' ControlMaster
+	// sockets, once started.
+	fanMasters string
 
 	ctl  *spindle.Controller
 	cx   *spindle.Context
@@ -621,10 +629,22 @@ func (p *sshPath) cliPersistTrue(ctx stdctx.Context, n int) (float64, error) {
 	if err != nil {
 		return 0, err
 	}
+	flags, target := p.cliArgs[:len(p.cliArgs)-1], p.cliArgs[len(p.cliArgs)-1]
+	env, err := p.persistEnv()
+	if err != nil {
+		return 0, err
+	}
+	return timeCLI(ctx, exe, env, append(append([]string{}, flags...), "run", "--persist", "5m", target, "--", "true"), n)
+}
+
+// persistEnv is the environment of the CLI rows with --persist: this
+// one, with an XDG_RUNTIME_DIR of the path's own, where their daemon
+// lives (stopped by close).
+func (p *sshPath) persistEnv() ([]string, error) {
 	if p.cliRT == "" {
 		rt := filepath.Join(p.b.dir, fmt.Sprintf("rt%d", p.ms))
 		if err := os.Mkdir(rt, 0o700); err != nil {
-			return 0, err
+			return nil, err
 		}
 		p.cliRT = rt
 	}
@@ -634,9 +654,7 @@ func (p *sshPath) cliPersistTrue(ctx stdctx.Context, n int) (float64, error) {
 			env = append(env, kv)
 		}
 	}
-	env = append(env, "XDG_RUNTIME_DIR="+p.cliRT)
-	flags, target := p.cliArgs[:len(p.cliArgs)-1], p.cliArgs[len(p.cliArgs)-1]
-	return timeCLI(ctx, exe, env, append(append([]string{}, flags...), "run", "--persist", "5m", target, "--", "true"), n)
+	return append(env, "XDG_RUNTIME_DIR="+p.cliRT), nil
 }
 
 // timeCLI runs the CLI (exe) with args once, to warm what it connects to,
@@ -688,6 +706,59 @@ func (p *sshPath) cliRunMany(ctx stdctx.Context, n int) (float64, error) {
 	}
 	args := append([]string{"-F", p.fanConfig(), "run"}, p.fanAliases()...)
 	return timeCLI(ctx, exe, nil, append(args, "--", "true"), n)
+}
+
+// cliRunManyPersist is one `spindle run --persist 5m T1..T20 -- true`,
+// after a first one (untimed) left the daemon with the twenty connections.
+func (p *sshPath) cliRunManyPersist(ctx stdctx.Context, n int) (float64, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return 0, err
+	}
+	env, err := p.persistEnv()
+	if err != nil {
+		return 0, err
+	}
+	args := append([]string{"-F", p.fanConfig(), "run", "--persist", "5m"}, p.fanAliases()...)
+	return timeCLI(ctx, exe, env, append(args, "--", "true"), n)
+}
+
+// parallelMasterTrue is OpenSSH's best at it: `ssh HOST true &` for each
+// of the twenty, each over a ControlMaster of its own that a first round
+// (untimed) started, then wait.
+func (p *sshPath) parallelMasterTrue(ctx stdctx.Context, n int) (float64, error) {
+	if p.err != nil {
+		return 0, p.err
+	}
+	dir := filepath.Join(p.b.dir, fmt.Sprintf("fancm%d", p.ms))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return 0, err
+	}
+	round := func() error {
+		var wg sync.WaitGroup
+		errs := make([]error, fanTargets)
+		for i, alias := range p.fanAliases() {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				args := []string{"-T", "-o", "BatchMode=yes", "-o", "LogLevel=ERROR", "-o", "ControlMaster=auto",
+					"-o", "ControlPath=" + filepath.Join(dir, alias), "-o", "ControlPersist=60", "-F", p.fanConfig(), alias, "true"}
+				if out, err := osexec.CommandContext(ctx, "ssh", args...).CombinedOutput(); err != nil {
+					errs[i] = fmt.Errorf("ssh %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+				}
+			}()
+		}
+		wg.Wait()
+		return errors.Join(errs...)
+	}
+	if err := round(); err != nil {
+		return 0, err
+	}
+	p.fanMasters = dir
+	return timePerOp(n, round)
 }
 
 // parallelFreshTrue is what one would do without Spindle: `ssh HOST true &`
@@ -892,5 +963,11 @@ func (p *sshPath) close() {
 		args := append([]string{"-o", "ControlPath=" + cm, "-O", "exit"}, p.sshArgs...)
 		cmd := osexec.Command("ssh", append(args, p.dest)...)
 		cmd.Run() //nolint:errcheck // the master may be gone
+	}
+	if p.fanMasters != "" {
+		for _, alias := range p.fanAliases() {
+			cmd := osexec.Command("ssh", "-o", "ControlPath="+filepath.Join(p.fanMasters, alias), "-O", "exit", "-F", p.fanConfig(), alias)
+			cmd.Run() //nolint:errcheck // the master may be gone
+		}
 	}
 }
