@@ -224,6 +224,39 @@ type fanoutOptions struct {
 	fanout       int  // targets at once
 	forwardAgent bool // -A
 	group        bool // collect output, print it once per distinct output
+	// stdin (--stdin): standard input is read to its end first, and
+	// every command gets a copy (input, once read).
+	stdin bool
+	input []byte
+}
+
+// maxBroadcastInput is how much standard input --stdin keeps in memory
+// for every target to read: a script or a config file, not a disk image
+// (spindle cp is for files).
+const maxBroadcastInput = 64 << 20
+
+// readBroadcastInput reads what --stdin gives every target.
+func readBroadcastInput(stdin io.Reader) ([]byte, error) {
+	if stdin == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(io.LimitReader(stdin, maxBroadcastInput+1))
+	if err != nil {
+		return nil, fmt.Errorf("reading standard input for --stdin: %w", err)
+	}
+	if len(b) > maxBroadcastInput {
+		return nil, &usageError{cmd: "spindle run", err: fmt.Errorf("--stdin keeps at most %d MiB of standard input for the targets; copy larger input with spindle cp", maxBroadcastInput>>20)}
+	}
+	return b, nil
+}
+
+// commandInput is what one target's command reads: a copy of --stdin's
+// input, or nothing (end of file at once).
+func (o *fanoutOptions) commandInput() io.Reader {
+	if !o.stdin {
+		return nil
+	}
+	return bytes.NewReader(o.input)
 }
 
 // maxGroupedOutput is how much of each target's output --group keeps:
@@ -253,7 +286,8 @@ func (c *cappedBuffer) Write(p []byte) (int, error) {
 // opts.group, each distinct output printed once at the end under the
 // targets that gave it), and returns the largest exit status: 0 only if
 // the command exited 0 everywhere, 255 if a target could not be reached.
-// Standard input is not read (every command gets end of file at once).
+// Standard input is not read (every command gets end of file at once)
+// unless opts.stdin: then every command reads a copy of it.
 func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanoutOptions) error {
 	if opts.fanout < 1 {
 		return &usageError{cmd: "spindle run", err: fmt.Errorf("--fanout %d: want at least 1", opts.fanout)}
@@ -265,6 +299,11 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	chains, err := g.chains(targets)
 	if err != nil {
 		return err
+	}
+	if opts.stdin {
+		if opts.input, err = readBroadcastInput(g.stdin); err != nil {
+			return err
+		}
 	}
 	daemon := g.persist > 0 && g.daemonUp()
 	ctx, sig, stop := signalContext(ctx)
@@ -378,7 +417,7 @@ func (e *daemonReport) Error() string { return strings.TrimSpace(e.text) }
 // started anywhere.
 func (g *globals) runOneThroughDaemon(target string, argv []string, opts fanoutOptions, outMu, errMu *sync.Mutex) (res fanoutResult, ok bool) {
 	gt := *g
-	gt.stdin = nil // end of file at once, as for runOne
+	gt.stdin = opts.commandInput()
 	var collected *cappedBuffer
 	var stdout, stderr *lineWriter
 	if opts.group {
@@ -435,11 +474,11 @@ func (g *globals) runOne(ctx stdctx.Context, r *routes, target string, chain tar
 	var collected *cappedBuffer
 	if opts.group {
 		collected = &cappedBuffer{max: maxGroupedOutput}
-		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, nil, collected, collected)
+		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.commandInput(), collected, collected)
 	} else {
 		stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
 		stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
-		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, nil, stdout, stderr)
+		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.commandInput(), stdout, stderr)
 		stdout.Close()
 		stderr.Close()
 	}

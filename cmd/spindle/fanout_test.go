@@ -176,6 +176,16 @@ func TestE2ERunMany(t *testing.T) {
 	if code != 0 || out != "local,local: hi\n" {
 		t.Errorf("@-: exit %d, stdout %q, stderr:\n%s", code, out, errs)
 	}
+	// --stdin: every command reads a copy of standard input; @- cannot
+	// take it then.
+	out, errs, code = spindleCmd(t, "two\nlines\n", "run", "--stdin", "local", "local,local", "--", "wc", "-l")
+	if code != 0 || sorted(out) != sorted("local: 2\nlocal,local: 2\n") {
+		t.Errorf("--stdin: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	if _, errs, code := spindleCmd(t, "local\n", "run", "--stdin", "@-", "--", "true"); code != 2 || !strings.Contains(errs, "--stdin") {
+		t.Errorf("--stdin with @-: exit %d, stderr:\n%s", code, errs)
+	}
+
 	empty := filepath.Join(t.TempDir(), "none")
 	os.WriteFile(empty, []byte("# nothing\n"), 0o600)
 
@@ -269,9 +279,14 @@ func TestPersistRunMany(t *testing.T) {
 		t.Errorf("a second run's agents:\n%s\nthe first's:\n%s", again, first)
 	}
 
+	out, errs, code := spindleEnv(t, env, "two\nlines\n", "run", "--persist", "1m", "--stdin", "local", "local,local", "--", "wc", "-l")
+	if code != 0 || sorted(out) != sorted("local: 2\nlocal,local: 2\n") {
+		t.Errorf("--stdin through the daemon: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+
 	// --group, exit statuses and a target not reached, through the daemon
 	// as without it.
-	out, errs, code := spindleEnv(t, env, "", "--timeout", "10s", "run", "--persist", "1m", "--group",
+	out, errs, code = spindleEnv(t, env, "", "--timeout", "10s", "run", "--persist", "1m", "--group",
 		"ssh:nobody@127.0.0.1:1", "local", "local,local", "--", "sh", "-c", "echo hi; exit 3")
 	want := "==== local local,local (2 targets) (exit 3) ====\nhi\n"
 	if code != 255 || out != want || !strings.Contains(errs, "spindle: ssh:nobody@127.0.0.1:1: ") ||

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/cobra"
@@ -46,7 +47,9 @@ for those on standard input), CMD runs on all of them
 at once, --fanout at a time, on connections made in parallel: hops they
 begin with are shared (-J bastion web1 web2 web3 dials the bastion once,
 and its agent starts the three). Each line of output is prefixed with
-"TARGET: "; standard input is not read (each command gets end of file);
+"TARGET: "; standard input is not read (each command gets end of file)
+unless --stdin: then it is read to its end first (64 MiB at most) and
+every command reads a copy (spindle run --stdin @hosts -- sh < script.sh);
 questions (passwords, host keys) are asked one at a time, naming their
 host. --group collects the output instead and prints each distinct one
 once at the end, under the targets that gave it (like dshbak -c). The
@@ -64,7 +67,8 @@ per round of --fanout targets. -L, -R and -D do not apply.`,
   spindle run -A web1 -- git -C /srv/app pull
   spindle run -R 3128:localhost:3128 web1 -- env https_proxy=http://127.0.0.1:3128 apt-get update
   spindle run -J bastion web1 web2 web3,sudo -- systemctl is-active nginx
-  spindle run --fanout 64 @hosts.txt -- uptime`,
+  spindle run --fanout 64 @hosts.txt -- uptime
+  spindle run --stdin @hosts.txt -- sh -s < fix-dns.sh`,
 		Args: func(c *cobra.Command, args []string) error {
 			if at := c.ArgsLenAtDash(); at > 1 || at == 1 && isTargetList(args[0]) { // several targets
 				if len(args) == at {
@@ -88,6 +92,9 @@ per round of --fanout targets. -L, -R and -D do not apply.`,
 			if at := c.ArgsLenAtDash(); at > 1 || at == 1 && isTargetList(args[0]) {
 				if !ports.empty() {
 					return &usageError{cmd: c.CommandPath(), err: errors.New("-L, -R and -D forward ports for one target, not several")}
+				}
+				if fanout.stdin && slices.Contains(args[:at], "@-") {
+					return &usageError{cmd: c.CommandPath(), err: errors.New("@- and --stdin both want standard input: list the targets in a file (@FILE)")}
 				}
 				targets, err := expandTargets(args[:at], g.stdin)
 				if err != nil {
@@ -119,6 +126,7 @@ per round of --fanout targets. -L, -R and -D do not apply.`,
 	}, &forward)
 	persistFlag(c, g)
 	c.Flags().IntVar(&fanout.fanout, "fanout", defaultFanout, "with several targets: how many to connect to and run on at once")
+	c.Flags().BoolVar(&fanout.stdin, "stdin", false, "with several targets: read standard input to its end (64 MiB at most) and give every command a copy, as one target's command would read it")
 	c.Flags().BoolVar(&fanout.group, "group", false, "with several targets: print each distinct output (stdout and stderr, with the exit status) once at the end, under the targets that gave it, instead of prefixed lines as they come (like pdsh | dshbak -c)")
 	return c
 }
