@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	osexec "os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -256,5 +258,28 @@ func TestSetnsConnector(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %v", tc.what, err)
+	}
+}
+
+// spindle cp -r --to docker:A --to docker:B: one tree into two containers'
+// own filesystems (busybox only), each copy whole, through the CLI.
+func TestCLICpToContainers(t *testing.T) {
+	t.Parallel()
+	a, b := containertest.Run(t), containertest.Run(t)
+	bin := buildCLI(t)
+	tree := filepath.Join(t.TempDir(), "conf")
+	os.MkdirAll(filepath.Join(tree, "sub"), 0o755)
+	os.WriteFile(filepath.Join(tree, "app.conf"), []byte("listen 80\n"), 0o644)
+	os.WriteFile(filepath.Join(tree, "sub", "extra.conf"), []byte("workers 4\n"), 0o600)
+	out, errs, code := cli(t, bin, "cp", "-r", "-p", "--to", "docker:"+a.Name, "--to", "docker:"+b.Name, tree, "/tmp/")
+	if code != 0 {
+		t.Fatalf("cp -r --to two containers: exit %d, stdout %q, stderr:\n%s", code, out, errs)
+	}
+	for _, c := range []containertest.Container{a, b} {
+		got, err := osexec.Command("docker", "exec", c.Name, "sh", "-c",
+			"cat /tmp/conf/app.conf /tmp/conf/sub/extra.conf; stat -c %a /tmp/conf/sub/extra.conf").CombinedOutput()
+		if want := "listen 80\nworkers 4\n600\n"; err != nil || string(got) != want {
+			t.Errorf("in %s: %q, %v; want %q", c.Name, got, err, want)
+		}
 	}
 }

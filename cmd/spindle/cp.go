@@ -9,6 +9,7 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -99,8 +100,10 @@ type cpOptions struct {
 
 func newCpCmd(g *globals) *cobra.Command {
 	var o cpOptions
+	var to []string
+	var fanout int
 	c := &cobra.Command{
-		Use:               "cp [-r] [-p] [--parallel N] SRC DST",
+		Use:               "cp [-r] [-p] [--parallel N] [--to TARGET...] SRC DST",
 		ValidArgsFunction: g.completeCopy,
 		Short:             "Copy files and directory trees to, from or between targets",
 		Long: `Copy SRC to DST, where one of them or both are on a target, written
@@ -129,8 +132,18 @@ when it is a terminal; otherwise cp prints nothing but errors. The exit
 status is 0 on success, 1 if the copy failed, 2 on bad arguments, 255 if
 the target cannot be reached (or the connection is lost).
 
+--to TARGET (repeated, or @FILE for the targets FILE lists, as 'spindle
+run' takes them) copies SRC to DST on every one of them, DST then a plain
+absolute path: like pdcp, --fanout targets at once, on connections made
+in parallel that share the hops their chains begin with (-J bastion: one
+login to the bastion, whose agent starts every hop). SRC is checked once;
+one progress bar counts every copy. Each target that failed is named on
+standard error with why, a last line lists them, and the exit status is
+the largest (1 a copy failed, 255 a target not reached).
+
 --persist DURATION (or SPINDLE_PERSIST) keeps the connections open after
-the copy, as for 'spindle run'.`,
+the copy, as for 'spindle run' (with --to, every target's copy goes
+through the daemon, without a progress bar).`,
 		Example: `  spindle cp ./app.conf web1:/etc/app/                 # into an existing directory
   spindle cp -p web1:/etc/motd ./motd                   # keep mode and mtime
   spindle cp -r ./site ssh:deploy@web1:2222:/srv/site   # a tree, to a port
@@ -138,7 +151,9 @@ the copy, as for 'spindle run'.`,
   spindle cp local,sudo:/etc/shadow /tmp/shadow         # through sudo on this machine
   spindle cp -r --parallel 64 docker:app1:/data ./data  # from a container
   spindle cp ./dump.sql '[::1]:2222:/tmp/'              # IPv6 with a port
-  spindle cp -r web1:/srv/site web2:/srv/               # between two targets`,
+  spindle cp -r web1:/srv/site web2:/srv/               # between two targets
+  spindle cp --to @hosts.txt ./app.conf /etc/app/       # to every host listed
+  spindle cp -r -J bastion --to web1 --to web2 ./site /srv/`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 2 {
 				return &usageError{cmd: c.CommandPath(), err: fmt.Errorf("cp needs SRC and DST, got %d arguments", len(args))}
@@ -149,6 +164,9 @@ the copy, as for 'spindle run'.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
+			if len(to) > 0 {
+				return g.copyToMany(c.Context(), &o, args[0], args[1], to, fanout)
+			}
 			src, dst, err := parseCopyArgs(args[0], args[1])
 			if err != nil {
 				return &usageError{cmd: c.CommandPath(), err: err}
@@ -167,13 +185,25 @@ the copy, as for 'spindle run'.`,
 	f.BoolVarP(&o.recursive, "recursive", "r", false, "copy directories and their content")
 	f.BoolVarP(&o.preserve, "preserve", "p", false, "keep modes and modification times")
 	f.IntVar(&o.parallel, "parallel", fs.DefaultTreeParallel, "files in flight at once")
+	f.StringArrayVar(&to, "to", nil, "copy SRC to the path DST on this TARGET (repeat it, or @FILE: the targets FILE lists)")
+	f.IntVar(&fanout, "fanout", defaultFanout, "with --to: how many targets to connect to and copy to at once")
 	persistFlag(c, g)
 	return c
 }
 
-// copyPersistent runs the copy through the daemon (see runPersistent);
-// local paths go as absolute ones.
+// copyPersistent runs the copy through the daemon (see runPersistent).
 func (g *globals) copyPersistent(o *cpOptions, src, dst copyEndpoint) (handled bool, err error) {
+	req, err := copyRequest(o, src, dst)
+	if err != nil {
+		return true, err
+	}
+	_, req.Progress = ttyFd(g.stderr)
+	return g.runPersistent("", nil, persistOpts{copy: req})
+}
+
+// copyRequest is the daemon's request for a copy; local paths go as
+// absolute ones (the daemon runs in /).
+func copyRequest(o *cpOptions, src, dst copyEndpoint) (*daemonproto.Copy, error) {
 	abs := func(e copyEndpoint) (copyEndpoint, error) {
 		if e.remote() {
 			return e, nil
@@ -185,17 +215,17 @@ func (g *globals) copyPersistent(o *cpOptions, src, dst copyEndpoint) (handled b
 		e.Path = p
 		return e, err
 	}
+	var err error
 	if src, err = abs(src); err != nil {
-		return true, err
+		return nil, err
 	}
 	if dst, err = abs(dst); err != nil {
-		return true, err
+		return nil, err
 	}
-	_, tty := ttyFd(g.stderr)
-	return g.runPersistent("", nil, persistOpts{copy: &daemonproto.Copy{
+	return &daemonproto.Copy{
 		SrcTarget: src.Target, SrcPath: src.Path, DstTarget: dst.Target, DstPath: dst.Path,
-		Recursive: o.recursive, Preserve: o.preserve, Parallel: o.parallel, Progress: tty,
-	}})
+		Recursive: o.recursive, Preserve: o.preserve, Parallel: o.parallel,
+	}, nil
 }
 
 // parseCopyArgs parses SRC and DST and checks that at least one is remote.
@@ -404,7 +434,11 @@ func copyFailure(what string, err error, got syscall.Signal) error {
 type copyProgress struct {
 	w    io.Writer
 	desc string
-	bar  *progressbar.ProgressBar
+	// copies is how many times the source is copied (cp --to: once per
+	// target), 1 for one copy; the bar counts them all.
+	copies int
+	mu     sync.Mutex // the copies start and add at once
+	bar    *progressbar.ProgressBar
 }
 
 // newCopyProgress returns a progress drawer on w, or nil if w is not a
@@ -413,16 +447,22 @@ func newCopyProgress(w io.Writer, desc string) *copyProgress {
 	if _, tty := ttyFd(w); !tty {
 		return nil
 	}
-	return &copyProgress{w: w, desc: desc}
+	return &copyProgress{w: w, desc: desc, copies: 1}
 }
 
-// start draws the bar for total bytes; it runs before any data moves.
+// start draws the bar for total bytes (each copy's: the source's size);
+// it runs before any data moves. Every copy calls it, the first draws.
 func (p *copyProgress) start(total int64) {
-	if p == nil || p.bar != nil || total <= 0 {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.bar != nil || total <= 0 {
 		return
 	}
 	w := p.w
-	p.bar = progressbar.NewOptions64(total,
+	p.bar = progressbar.NewOptions64(total*int64(p.copies),
 		progressbar.OptionSetWriter(w),
 		progressbar.OptionSetDescription(p.desc),
 		progressbar.OptionShowBytes(true),
@@ -438,14 +478,28 @@ func (p *copyProgress) start(total int64) {
 
 // add counts n bytes moved; safe for concurrent calls.
 func (p *copyProgress) add(n int64) {
-	if p != nil && p.bar != nil {
-		p.bar.Add64(n) //nolint:errcheck // drawing is best effort
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	bar := p.bar
+	p.mu.Unlock()
+	if bar != nil {
+		bar.Add64(n) //nolint:errcheck // drawing is best effort
 	}
 }
 
 // done finishes the bar (full on success, as it stands on failure) and
 // ends its line.
 func (p *copyProgress) done(err error) {
+	if p == nil || p.copies > 1 {
+		return // the last copy's end is not the bar's: see finish
+	}
+	p.finish(err)
+}
+
+// finish finishes the bar of all the copies.
+func (p *copyProgress) finish(err error) {
 	if p == nil || p.bar == nil {
 		return
 	}

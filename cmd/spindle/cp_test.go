@@ -392,13 +392,21 @@ func TestE2ECpProgressOnTerminal(t *testing.T) {
 	dir := t.TempDir()
 	src := filepath.Join(dir, "big")
 	os.WriteFile(src, bytes.Repeat([]byte("x"), 3<<20), 0o644)
+	testCpProgress(t, "3.1/3.1 MB", src, "local:"+filepath.Join(dir, "copy"))
+	// To two targets, one bar counts both copies.
+	testCpProgress(t, "6.3/6.3 MB", "--to", "local", "--to", "local,local", src, filepath.Join(dir, "copy2"))
+}
+
+// testCpProgress runs spindle cp args with stderr a terminal and checks
+// that it drew a bar that ended at 100% of size.
+func testCpProgress(t *testing.T, size string, args ...string) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
 		t.Skip("no pty:", err)
 	}
 	defer ptmx.Close()
 	pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 120})
-	cmd := osexec.Command(filepath.Join(binDir, "spindle"), "cp", src, "local:"+filepath.Join(dir, "copy"))
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), append([]string{"cp"}, args...)...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, tty
 	if err := cmd.Start(); err != nil {
@@ -417,9 +425,62 @@ func TestE2ECpProgressOnTerminal(t *testing.T) {
 		t.Fatalf("cp on a terminal: %v, stdout %q, stderr %q", err, out.String(), bar.String())
 	}
 	s := bar.String()
-	for _, want := range []string{"100%", "3.1/3.1 MB", "B/s)"} {
+	for _, want := range []string{"100%", size, "B/s)"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("progress output %q has no %q", s, want)
 		}
+	}
+}
+
+// spindle cp --to T1 --to T2 SRC DST: SRC to DST on each target (every
+// copy logged at -v), failures named by their targets with a summary, the
+// largest exit status; the same through the daemon.
+func TestE2ECpToMany(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.txt")
+	os.WriteFile(src, []byte("to many\n"), 0o644)
+	_, errs, code := spindleCmd(t, "", "-v", "cp", "--to", "local", "--to", "local,local", src, dir+"/copy")
+	if b, _ := os.ReadFile(filepath.Join(dir, "copy")); code != 0 || string(b) != "to many\n" || strings.Count(errs, "copied 1 files") != 2 {
+		t.Errorf("cp --to two targets: exit %d, copy %q; stderr:\n%s", code, b, errs)
+	}
+	list := filepath.Join(dir, "targets")
+	os.WriteFile(list, []byte("local\nlocal,local\n"), 0o600)
+	_, errs, code = spindleCmd(t, "", "--timeout", "10s", "cp", "--to", "@"+list, "--to", "ssh:nobody@127.0.0.1:1", src, dir+"/copy2")
+	if _, err := os.Stat(filepath.Join(dir, "copy2")); code != 255 || err != nil ||
+		!strings.Contains(errs, "spindle: ssh:nobody@127.0.0.1:1: ") || !strings.Contains(errs, "1 of 3 targets failed: ssh:nobody@127.0.0.1:1 (not reached)") {
+		t.Errorf("one target not reached: exit %d, copy %v; stderr:\n%s", code, err, errs)
+	}
+	for _, env := range [][]string{nil, persistEnv(t)} {
+		args := []string{"cp", "--to", "local", "--to", "local,local", src, "/dev/null/x"}
+		if env != nil {
+			args = append([]string{"cp", "--persist", "1m"}, args[1:]...)
+		}
+		_, errs, code = spindleEnv(t, env, "", args...)
+		if code != 1 || !strings.Contains(errs, "spindle: local,local: cp "+src+" → local,local:/dev/null/x: ") ||
+			!strings.Contains(errs, "2 of 2 targets failed: local (failed), local,local (failed)") {
+			t.Errorf("%v: exit %d, want 1; stderr:\n%s", args, code, errs)
+		}
+	}
+	if _, errs, code := spindleEnv(t, persistEnv(t), "", "cp", "--persist", "1m", "--to", "local", "--to", "local,local", src, dir+"/copy3"); code != 0 {
+		t.Errorf("cp --persist --to: exit %d; stderr:\n%s", code, errs)
+	} else if b, _ := os.ReadFile(filepath.Join(dir, "copy3")); string(b) != "to many\n" {
+		t.Errorf("cp --persist --to: copy %q", b)
+	}
+
+	for _, bad := range [][]string{
+		{"--to", "local", src, "relative"},
+		{"--to", "local", src, "local:/tmp/x"},
+		{"--to", "local", "--fanout", "0", src, "/tmp/x"},
+		{"--to", "@" + list + ".missing", src, "/tmp/x"},
+		{"--to", "local", src},
+	} {
+		if _, errs, code := spindleCmd(t, "", append([]string{"cp"}, bad...)...); code != 2 {
+			t.Errorf("cp %q: exit %d, want 2 (usage); stderr:\n%s", bad, code, errs)
+		}
+	}
+	// A missing SRC is said once, before anything connects.
+	_, errs, code = spindleCmd(t, "", "cp", "--to", "ssh:nobody@127.0.0.1:1", "--to", "local", src+".missing", "/tmp/x")
+	if code != 1 || strings.Count(errs, "no such file") != 1 || strings.Contains(errs, "127.0.0.1") {
+		t.Errorf("a missing SRC: exit %d, want 1 and one error; stderr:\n%s", code, errs)
 	}
 }

@@ -610,7 +610,7 @@ func (d *daemonServer) copyOn(ctx stdctx.Context, g *globals, r *daemonproto.Run
 	cl.write(&daemonproto.Msg{Kind: daemonproto.KindStarted}) //nolint:errcheck // a client gone cancels ctx
 	var bar *copyProgress
 	if c.Progress {
-		bar = &copyProgress{w: g.stderr, desc: path.Base(src.Path)}
+		bar = &copyProgress{w: g.stderr, desc: path.Base(src.Path), copies: 1}
 	}
 	return job.run(ctx, cxs[0], cxs[1], bar, log)
 }

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/services/exec"
@@ -167,8 +168,9 @@ func isTargetList(arg string) bool { return len(arg) > 1 && arg[0] == '@' }
 
 // expandTargets replaces every @FILE argument with the targets FILE lists
 // (@- reads them from stdin), whitespace-separated, # starting a comment,
-// as pdsh's -w ^FILE and pssh's -h FILE take them.
-func expandTargets(args []string, stdin io.Reader) ([]string, error) {
+// as pdsh's -w ^FILE and pssh's -h FILE take them. cmd names the command
+// in errors.
+func expandTargets(cmd string, args []string, stdin io.Reader) ([]string, error) {
 	var targets []string
 	for _, a := range args {
 		if !isTargetList(a) {
@@ -183,7 +185,7 @@ func expandTargets(args []string, stdin io.Reader) ([]string, error) {
 			b, err = os.ReadFile(a[1:])
 		}
 		if err != nil {
-			return nil, &usageError{cmd: "spindle run", err: fmt.Errorf("target list %s: %w", a, err)}
+			return nil, &usageError{cmd: cmd, err: fmt.Errorf("target list %s: %w", a, err)}
 		}
 		n := len(targets)
 		for _, line := range strings.Split(string(b), "\n") {
@@ -191,7 +193,7 @@ func expandTargets(args []string, stdin io.Reader) ([]string, error) {
 			targets = append(targets, strings.Fields(line)...)
 		}
 		if len(targets) == n {
-			return nil, &usageError{cmd: "spindle run", err: fmt.Errorf("target list %s names no target", a)}
+			return nil, &usageError{cmd: cmd, err: fmt.Errorf("target list %s names no target", a)}
 		}
 	}
 	return targets, nil
@@ -322,8 +324,26 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	}()
 
 	var outMu, errMu sync.Mutex
+	results := forEachTarget(ctx, targets, opts.fanout, func(i int) fanoutResult {
+		if daemon {
+			if res, ok := g.runOneThroughDaemon(targets[i], argv, opts, &outMu, &errMu); ok {
+				return res
+			}
+		}
+		return g.runOne(ctx, direct(), targets[i], chains[i], argv, opts, &outMu, &errMu)
+	})
+	if opts.group && sig() == 0 {
+		g.printGroups(results)
+	}
+	return g.fanoutExit(results, sig())
+}
+
+// forEachTarget runs do for every target (by index), at most fanout at
+// once, and returns their results; a target not begun when ctx ends is
+// not reached.
+func forEachTarget(ctx stdctx.Context, targets []string, fanout int, do func(i int) fanoutResult) []fanoutResult {
 	results := make([]fanoutResult, len(targets))
-	slots := make(chan struct{}, opts.fanout)
+	slots := make(chan struct{}, fanout)
 	var wg sync.WaitGroup
 	for i, target := range targets {
 		wg.Add(1)
@@ -336,24 +356,21 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 				results[i] = fanoutResult{target: target, code: exitConnect, err: &connectError{err: ctx.Err()}}
 				return
 			}
-			if daemon {
-				if res, ok := g.runOneThroughDaemon(target, argv, opts, &outMu, &errMu); ok {
-					results[i] = res
-					return
-				}
-			}
-			results[i] = g.runOne(ctx, direct(), target, chains[i], argv, opts, &outMu, &errMu)
+			results[i] = do(i)
 		}()
 	}
 	wg.Wait()
-	if opts.group && sig() == 0 {
-		g.printGroups(results)
-	}
+	return results
+}
 
+// fanoutExit prints why each target failed (unless a signal ended the
+// command) and a last line listing them, and returns the largest exit
+// status: 0 only if all succeeded, 255 if one could not be reached,
+// 128+N after signal N.
+func (g *globals) fanoutExit(results []fanoutResult, sig syscall.Signal) error {
 	worst, failed := exitOK, []string{}
 	for _, res := range results {
-		if res.err != nil && sig() == 0 {
-			errMu.Lock()
+		if res.err != nil && sig == 0 {
 			var dr *daemonReport
 			if errors.As(res.err, &dr) {
 				for _, line := range strings.Split(strings.TrimRight(dr.text, "\n"), "\n") {
@@ -365,7 +382,6 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 					fmt.Fprintf(g.stderr, "spindle: %s: hint: %s\n", res.target, hint)
 				}
 			}
-			errMu.Unlock()
 		}
 		if res.code != exitOK {
 			what := fmt.Sprintf("exit %d", res.code)
@@ -379,12 +395,12 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 		}
 		worst = max(worst, res.code)
 	}
-	if got := sig(); got != 0 {
-		return &exitError{code: exitSignalBase + int(got)}
+	if sig != 0 {
+		return &exitError{code: exitSignalBase + int(sig)}
 	}
 	if len(failed) > 0 {
 		sort.Strings(failed)
-		fmt.Fprintf(g.stderr, "spindle: %d of %d targets failed: %s\n", len(failed), len(targets), strings.Join(failed, ", "))
+		fmt.Fprintf(g.stderr, "spindle: %d of %d targets failed: %s\n", len(failed), len(results), strings.Join(failed, ", "))
 	}
 	return &exitError{code: worst}
 }
@@ -437,10 +453,17 @@ func (g *globals) runOneThroughDaemon(target string, argv []string, opts fanoutO
 	if !handled {
 		return fanoutResult{}, false
 	}
-	res = fanoutResult{target: target, code: exitCode(err)}
+	res = daemonResult(target, err, text)
 	if collected != nil {
 		res.output, res.lost = collected.b.Bytes(), collected.lost
 	}
+	return res, true
+}
+
+// daemonResult is the result of a target that the daemon took, given
+// what runPersistent returned and the daemon's last words (exitText).
+func daemonResult(target string, err error, text string) fanoutResult {
+	res := fanoutResult{target: target, code: exitCode(err)}
 	var ee *exitError
 	switch {
 	case text != "":
@@ -448,7 +471,7 @@ func (g *globals) runOneThroughDaemon(target string, argv []string, opts fanoutO
 	case err != nil && (!errors.As(err, &ee) || ee.err != nil):
 		res.err = err // the daemon lost
 	}
-	return res, true
+	return res
 }
 
 // runOne connects to one target of runMany and runs argv there.

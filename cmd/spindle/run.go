@@ -96,7 +96,7 @@ per round of --fanout targets. -L, -R and -D do not apply.`,
 				if fanout.stdin && slices.Contains(args[:at], "@-") {
 					return &usageError{cmd: c.CommandPath(), err: errors.New("@- and --stdin both want standard input: list the targets in a file (@FILE)")}
 				}
-				targets, err := expandTargets(args[:at], g.stdin)
+				targets, err := expandTargets(c.CommandPath(), args[:at], g.stdin)
 				if err != nil {
 					return err
 				}
