@@ -127,6 +127,11 @@ type benchResult struct {
 	// RTTRatio is spindle_ns ÷ one round trip through the latency proxy
 	// (the rtt_floor row's baseline_ns), for rows with added latency.
 	RTTRatio float64 `json:"rtt_ratio,omitempty"`
+	// FloorRatio, on a floor row (ssh_true_floor, via_true_floor), is its
+	// baseline (the least the command can cost here, see bench_floor.go)
+	// ÷ the OpenSSH baseline of the row it bounds: the best ratio any
+	// implementation could reach against OpenSSH on this machine.
+	FloorRatio float64 `json:"floor_ratio,omitempty"`
 	// Throughput of a file row, MiB/s, and the peak RSS growth over idle
 	// of the controller and the agent during a files_big put.
 	SpindleMBps      float64 `json:"spindle_mib_s,omitempty"`
@@ -208,12 +213,15 @@ func startCat() (*catPipe, error) {
 	return &catPipe{cmd: cmd, w: w, r: r}, nil
 }
 
-func (c *catPipe) roundTrip() error {
-	c.buf[0] = 'x'
-	if _, err := c.w.Write(c.buf[:]); err != nil {
+func (c *catPipe) roundTrip() error { return echoByte(c.w, c.r, c.buf[:]) }
+
+// echoByte sends one byte (buf, of length 1) to an echo and reads it back.
+func echoByte(w io.Writer, r io.Reader, buf []byte) error {
+	buf[0] = 'x'
+	if _, err := w.Write(buf); err != nil {
 		return err
 	}
-	_, err := io.ReadFull(c.r, c.buf[:])
+	_, err := io.ReadFull(r, buf)
 	return err
 }
 
@@ -376,10 +384,17 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         says which); extra_ns is cold − cached,
         openssh_push_ns what the push costs OpenSSH, push_ratio their
         quotient), rtt_floor_10ms (sys.Ping vs
-        one TCP echo round trip through the proxy), become_sudo_true
-        (100 commands through one sudo hop vs 'ssh host sudo -n true')
+        one TCP echo round trip through the proxy), ssh_true_floor
+        (ssh_true_seq's command vs the least any design pays here:
+        starting true plus one byte's round trip through an x/crypto
+        session to cat; floor_ratio is that floor ÷ the ControlMaster
+        figure, the best ratio reachable on this machine),
+        become_sudo_true (100 commands through one sudo hop vs 'ssh
+        host sudo -n true')
   via   via_true_seq (a command through two SSH hops vs 'ssh -J' over a
-        warm ControlMaster, 0 and 10 ms per hop), via_connect_parallel_20
+        warm ControlMaster, 0 and 10 ms per hop), via_true_floor (the
+        same against true plus an echo through two tunnelled x/crypto
+        connections, as ssh_true_floor), via_connect_parallel_20
         (20 hops started through one agent at once vs one; also at 10 ms
         per hop), via_connect_cold (a hop whose target has no cached agent,
         through a new intermediary that must compress its own binary, vs

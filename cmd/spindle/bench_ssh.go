@@ -67,6 +67,8 @@ func sshCases() []benchCase {
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleTrue(e.ctx, n) },
 				Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).controlMasterTrue(e.ctx, n) },
 			},
+			floorCase("ssh_true_floor"+sfx, "ssh", "ssh_true_seq"+sfx, ms, n, 1,
+				func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleTrue(e.ctx, n) }),
 			benchCase{
 				Name: "ssh_true_seq_xcrypto" + sfx, Group: "ssh", Latency: ms, Baseline: "xcrypto_session_per_cmd" + sfx, N: n,
 				Spindle: func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).spindleTrue(e.ctx, n) },
@@ -190,6 +192,7 @@ type sshPath struct {
 	cm   string           // ControlPath
 	cmUp bool
 	xc   *xssh.Client
+	echo [3]*sshEcho // by number of hops: the floor rows' x/crypto echoes
 
 	// The agent as a cold connect sends it to this target, and its
 	// format, for freshPushAgent.
@@ -884,16 +887,43 @@ func (p *sshPath) xcryptoTrue(ctx stdctx.Context, n int) (float64, error) {
 // its host, port, user, unencrypted identity files and ssh-agent keys,
 // and its known_hosts files.
 func (p *sshPath) dialXCrypto(ctx stdctx.Context) (*xssh.Client, error) {
+	addr, cfg, err := p.xcryptoConfig(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d := net.Dialer{Timeout: 30 * time.Second}
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	return xcryptoClient(conn, addr, cfg)
+}
+
+// xcryptoClient runs the SSH handshake on conn, bounded in time.
+func xcryptoClient(conn net.Conn, addr string, cfg *xssh.ClientConfig) (*xssh.Client, error) {
+	conn.SetDeadline(time.Now().Add(30 * time.Second))
+	c, chans, reqs, err := xssh.NewClientConn(conn, addr, cfg)
+	if err != nil {
+		conn.Close()
+		return nil, err
+	}
+	conn.SetDeadline(time.Time{})
+	return xssh.NewClient(c, chans, reqs), nil
+}
+
+// xcryptoConfig is the address and client configuration that OpenSSH
+// resolves for the path (see dialXCrypto).
+func (p *sshPath) xcryptoConfig(ctx stdctx.Context) (string, *xssh.ClientConfig, error) {
 	if !p.cmUp && p.ms > 0 {
 		// A proxied path of a --ssh-target records its host key on first
 		// use: let OpenSSH do that first.
 		if err := p.run(ctx, true, "true"); err != nil {
-			return nil, err
+			return "", nil, err
 		}
 	}
 	res, err := sshResolve(p.sshArgs, p.dest)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
 	var signers []xssh.Signer
 	for _, id := range res["identityfile"] {
@@ -922,28 +952,15 @@ func (p *sshPath) dialXCrypto(ctx stdctx.Context) (*xssh.Client, error) {
 	addr := net.JoinHostPort(first(res["hostname"]), first(res["port"]))
 	kh, err := knownhosts.NewDB(khFiles...)
 	if err != nil {
-		return nil, err
+		return "", nil, err
 	}
-	cfg := &xssh.ClientConfig{
+	return addr, &xssh.ClientConfig{
 		User:              first(res["user"]),
 		Auth:              []xssh.AuthMethod{xssh.PublicKeys(signers...)},
 		HostKeyCallback:   kh.HostKeyCallback(),
 		HostKeyAlgorithms: kh.HostKeyAlgorithms(addr),
 		Timeout:           30 * time.Second,
-	}
-	d := net.Dialer{Timeout: 30 * time.Second}
-	conn, err := d.DialContext(ctx, "tcp", addr)
-	if err != nil {
-		return nil, err
-	}
-	conn.SetDeadline(time.Now().Add(30 * time.Second))
-	c, chans, reqs, err := xssh.NewClientConn(conn, addr, cfg)
-	if err != nil {
-		conn.Close()
-		return nil, err
-	}
-	conn.SetDeadline(time.Time{})
-	return xssh.NewClient(c, chans, reqs), nil
+	}, nil
 }
 
 func (p *sshPath) close() {
@@ -952,6 +969,11 @@ func (p *sshPath) close() {
 	}
 	if p.xc != nil {
 		p.xc.Close()
+	}
+	for _, e := range p.echo {
+		if e != nil {
+			e.close()
+		}
 	}
 	if p.ctl != nil {
 		p.ctl.Close()

@@ -53,7 +53,13 @@ func viaCases() []benchCase {
 				}
 				return timePerOp(n, func() error { return p.jumpTrue(e.ctx) })
 			},
-		})
+		}, floorCase("via_true_floor"+sfx, "via", "via_true_seq"+sfx, ms, n, 2, func(e *benchEnv, n int) (float64, error) {
+			hop, err := e.viaHop(ms)
+			if err != nil {
+				return 0, err
+			}
+			return timeTrue(e.ctx, hop, n)
+		}))
 	}
 	// At 10 ms, both the controller's link to the intermediary and the
 	// intermediary's SSH connections pay the delay, as across a WAN: then

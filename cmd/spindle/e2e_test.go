@@ -221,7 +221,7 @@ func TestE2EBenchSSH(t *testing.T) {
 	}
 	for _, n := range []string{"ssh_true_seq", "ssh_true_seq_xcrypto", "ssh_connect_cached", "ssh_connect_cold",
 		"rtt_floor_10ms", "ssh_true_seq_10ms", "ssh_true_seq_xcrypto_10ms", "ssh_connect_cached_10ms", "ssh_connect_cold_10ms",
-		"become_sudo_true"} {
+		"become_sudo_true", "ssh_true_floor", "ssh_true_floor_10ms"} {
 		row, ok := rows[n]
 		if !ok {
 			t.Errorf("bench ssh output has no %s row:\n%s", n, out)
@@ -241,6 +241,16 @@ func TestE2EBenchSSH(t *testing.T) {
 				t.Errorf("%s has no %s: %v", n, f, rows[n])
 			}
 		}
+	}
+	// A floor row bounds its row from below: a spawn and an SSH round
+	// trip cannot cost more than the ControlMaster's whole command.
+	for _, n := range []string{"ssh_true_floor", "ssh_true_floor_10ms"} {
+		if r, _ := rows[n]["floor_ratio"].(float64); r <= 0 || r >= 1 {
+			t.Errorf("%s: floor_ratio %v, want within (0, 1): %v", n, rows[n]["floor_ratio"], rows[n])
+		}
+	}
+	if f, _ := rows["ssh_true_floor_10ms"]["baseline_ns"].(float64); f < 9e6 {
+		t.Errorf("ssh_true_floor_10ms: the floor took %v ns, want ≥ 9 ms (it crosses the proxy)", f)
 	}
 	// 10 ms of added round trip must show: nothing crosses it in less.
 	if f, _ := rows["rtt_floor_10ms"]["baseline_ns"].(float64); f < 9e6 {
