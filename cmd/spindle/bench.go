@@ -401,6 +401,9 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         the controller's own cold connect, ssh_connect_cold)
   files put_1m/100m (fs.PutFile vs 'ssh host cat > f', _scp, _sftp),
         get_1m/100m (fs.GetFile vs 'ssh host cat f > local', _scp),
+        put_100m_hashed and get_100m_hashed (vs OpenSSH's cat with a
+        sha256 at each end, checked, and the destination fsynced, as
+        Spindle's copies are),
         put_100m_via (one bastion hop vs 'scp -J'), copy_1m/100m_between
         (fs.CopyOne from one remote path to another through here vs
         'scp -3'), put_tree_1000x4k and get_tree_1000x4k
