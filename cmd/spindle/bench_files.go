@@ -622,14 +622,15 @@ const hashedCat = "hashed_cat"
 const sha256Remote = `s() { if command -v openssl >/dev/null 2>&1; then openssl dgst -sha256 -r "$@"; else sha256sum "$@"; fi; }; `
 
 // hashedCatPut writes stdin to dst (quoted) while hashing it, fsyncs
-// dst, and prints the hash on stderr.
+// dst, and prints the hash on stderr. Through sh, since the login shell
+// may be fish or tcsh.
 func hashedCatPut(dst string) string {
-	return sha256Remote + "tee " + dst + " | s >&2 && sync " + dst
+	return "sh -c " + shellQuote(sha256Remote+"tee "+dst+" | s >&2 && sync "+dst)
 }
 
 // hashedCatGet hashes src (quoted) onto stderr while cat sends it.
 func hashedCatGet(src string) string {
-	return sha256Remote + "s " + src + " >&2 & cat " + src + "; wait $!"
+	return "sh -c " + shellQuote(sha256Remote+"s "+src+" >&2 & cat "+src+"; wait")
 }
 
 // runHashed runs a hashed_cat copy and checks that the target's hash,
