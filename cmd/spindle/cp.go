@@ -137,7 +137,9 @@ run' takes them) copies SRC to DST on every one of them, DST then a plain
 absolute path: like pdcp, --fanout targets at once, on connections made
 in parallel that share the hops their chains begin with (-J bastion: one
 login to the bastion, whose agent starts every hop). SRC is checked once;
-one progress bar counts every copy. Each target that failed is named on
+a file is hashed once, and every target checks what it received against
+that hash (a file that changes meanwhile fails the copies); one progress
+bar counts every copy. Each target that failed is named on
 standard error with why, a last line lists them, and the exit status is
 the largest (1 a copy failed, 255 a target not reached).
 
@@ -276,7 +278,10 @@ type copyJob struct {
 	o        *cpOptions
 	src, dst copyEndpoint
 	srcInfo  os.FileInfo // a local source's
-	fail     func(error) error
+	// srcSum is a local source file's sha256, taken once for all the
+	// copies of cp --to (fs.TreeOptions.SHA256); nil: each copy hashes.
+	srcSum []byte
+	fail   func(error) error
 }
 
 // newCopyJob checks a local source before anything connects.
@@ -305,7 +310,7 @@ func newCopyJob(g *globals, o *cpOptions, src, dst copyEndpoint, sig func() sysc
 // run copies from the context from (nil: the source is local) to to (nil:
 // local), drawing progress on bar (nil: none).
 func (c *copyJob) run(ctx stdctx.Context, from, to *spindle.Context, bar *copyProgress, log *zap.Logger) error {
-	opts := fs.TreeOptions{Preserve: c.o.preserve, Parallel: c.o.parallel}
+	opts := fs.TreeOptions{Preserve: c.o.preserve, Parallel: c.o.parallel, SHA256: c.srcSum}
 	if bar != nil {
 		opts.Progress = bar.add
 		opts.Total = func(_ int, n int64) { bar.start(n) }

@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/fs"
 	"go.uber.org/zap"
 )
 
@@ -16,7 +17,8 @@ import (
 // pdcp or parallel-scp would: at most fanout targets at once, on
 // connections made in parallel that share the hops their chains begin
 // with, or through the daemon (--persist). SRC is checked once before
-// anything connects; one progress bar counts every copy. Each failure is
+// anything connects, and a local file hashed once (fs.TreeOptions.SHA256);
+// one progress bar counts every copy. Each failure is
 // named by its target, and the exit status is the largest.
 func (g *globals) copyToMany(ctx stdctx.Context, o *cpOptions, srcArg, dstPath string, to []string, fanout int) error {
 	usage := func(err error) error { return &usageError{cmd: "spindle cp", err: err} }
@@ -57,11 +59,21 @@ func (g *globals) copyToMany(ctx stdctx.Context, o *cpOptions, srcArg, dstPath s
 	// A local source missing or a directory without -r: said once, and
 	// nothing connects.
 	every := copyEndpoint{Target: fmt.Sprintf("%d targets", len(targets)), Path: dstPath}
-	if _, err := newCopyJob(g, o, src, every, sig); err != nil {
+	job, err := newCopyJob(g, o, src, every, sig)
+	if err != nil {
 		return err
 	}
 
 	daemon := g.persist > 0 && g.daemonUp()
+	// A local file goes to every target from one hash, taken here: the
+	// hash is a copy's largest CPU cost on this side (BENCHMARKS.md), and
+	// the targets then check that they all received the same bytes.
+	var srcSum []byte
+	if st := job.srcInfo; st != nil && st.Mode().IsRegular() && len(targets) > 1 && !daemon {
+		if srcSum, err = fs.HashFile(ctx, src.Path); err != nil {
+			return job.fail(err)
+		}
+	}
 	log := g.logger()
 	var ctl *spindle.Controller
 	direct := sync.OnceValue(func() *routes {
@@ -86,7 +98,7 @@ func (g *globals) copyToMany(ctx stdctx.Context, o *cpOptions, srcArg, dstPath s
 				return res
 			}
 		}
-		return g.copyOne(ctx, direct(), log, o, src, srcChain, dsts[i], chains[i], bar, sig)
+		return g.copyOne(ctx, direct(), log, o, src, srcChain, srcSum, dsts[i], chains[i], bar, sig)
 	})
 	var failed error
 	for _, res := range results {
@@ -101,7 +113,7 @@ func (g *globals) copyToMany(ctx stdctx.Context, o *cpOptions, srcArg, dstPath s
 // copyOne is one target's copy of copyToMany, on connections of this
 // process's.
 func (g *globals) copyOne(ctx stdctx.Context, r *routes, log *zap.Logger, o *cpOptions, src copyEndpoint, srcChain targetChain,
-	dst copyEndpoint, chain targetChain, bar *copyProgress, sig func() syscall.Signal) fanoutResult {
+	srcSum []byte, dst copyEndpoint, chain targetChain, bar *copyProgress, sig func() syscall.Signal) fanoutResult {
 	notReached := func(err error) fanoutResult {
 		return fanoutResult{target: dst.Target, code: exitConnect, err: &connectError{err: err}}
 	}
@@ -124,6 +136,7 @@ func (g *globals) copyOne(ctx stdctx.Context, r *routes, log *zap.Logger, o *cpO
 	}
 	job, err := newCopyJob(g, o, src, dst, sig)
 	if err == nil {
+		job.srcSum = srcSum
 		err = job.run(ctx, from, to, bar, log)
 	}
 	if err != nil {

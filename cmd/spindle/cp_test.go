@@ -443,6 +443,15 @@ func TestE2ECpToMany(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(dir, "copy")); code != 0 || string(b) != "to many\n" || strings.Count(errs, "copied 1 files") != 2 {
 		t.Errorf("cp --to two targets: exit %d, copy %q; stderr:\n%s", code, b, errs)
 	}
+	// Larger than a call carries: streamed to each target against the one
+	// hash taken before the copies.
+	big := filepath.Join(dir, "big")
+	bigData := bytes.Repeat([]byte("0123456789abcdef"), 300<<10/16)
+	os.WriteFile(big, bigData, 0o644)
+	_, errs, code = spindleCmd(t, "", "cp", "--to", "local", "--to", "local,local", big, dir+"/bigcopy")
+	if b, _ := os.ReadFile(filepath.Join(dir, "bigcopy")); code != 0 || !bytes.Equal(b, bigData) {
+		t.Errorf("cp --to of %d bytes: exit %d, copy of %d bytes equal %v; stderr:\n%s", len(bigData), code, len(b), bytes.Equal(b, bigData), errs)
+	}
 	list := filepath.Join(dir, "targets")
 	os.WriteFile(list, []byte("local\nlocal,local\n"), 0o600)
 	_, errs, code = spindleCmd(t, "", "--timeout", "10s", "cp", "--to", "@"+list, "--to", "ssh:nobody@127.0.0.1:1", src, dir+"/copy2")

@@ -101,6 +101,35 @@ type ChecksumResult struct {
 // that were sent.
 var ErrChecksum = errors.New("checksum mismatch")
 
+// ErrSourceChanged is wrapped when a local source no longer hashes to the
+// sha256 taken before its copies began (TreeOptions.SHA256).
+var ErrSourceChanged = errors.New("the source changed since it was hashed for its copies")
+
+// HashFile returns the sha256 of the local file at path, reading it with
+// ctx's cancellation honoured between reads.
+func HashFile(ctx context.Context, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	buf := make([]byte, copyBuffer)
+	for {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		n, err := f.Read(buf)
+		h.Write(buf[:n])
+		if err == io.EOF {
+			return h.Sum(nil), nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
 func registerStream(reg *rpc.Registry) {
 	reg.Handle(MethodPut, handlePut)
 	reg.Handle(MethodGet, handleGet)

@@ -1,7 +1,9 @@
 package fs
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
@@ -62,6 +64,13 @@ type TreeOptions struct {
 	// data moves, with the number of files (regular files and symlinks)
 	// and bytes that the copy will move (for a progress bar's total).
 	Total func(files int, bytes int64)
+	// SHA256, if set, is the sha256 of PutOne's source, taken beforehand:
+	// a file copied to many targets (spindle cp --to) is then hashed once
+	// instead of once per copy, and each target checks what it received
+	// against that one hash, so a source that changed since it was hashed
+	// fails the copy (ErrSourceChanged) instead of leaving the targets
+	// with different content. PutTree ignores it.
+	SHA256 []byte
 }
 
 // TreeResult says what a tree copy did.
@@ -89,6 +98,7 @@ func PutTree(ctx context.Context, c rpc.Caller, src, dst string, opts TreeOption
 	if err != nil {
 		return nil, fmt.Errorf("%s: listing %s: %w", op, src, err)
 	}
+	opts.SHA256 = nil // one file's
 	t := &treeCopy{op: op, opts: opts, dst: &remoteDst{c: c, opts: &opts},
 		srcPath: func(rel string) string { return filepath.Join(src, filepath.FromSlash(rel)) },
 		dstPath: func(rel string) string { return path.Join(dst, rel) },
@@ -439,7 +449,35 @@ func (r *remoteDst) file(ctx context.Context, _ *WalkEntry, src, dst string) (in
 	if r.opts.Preserve {
 		po.MTime = st.ModTime().UnixNano()
 	}
+	if sum := r.opts.SHA256; sum != nil {
+		return r.putHashed(ctx, src, dst, f, st.Size(), po, sum)
+	}
 	return r.put(ctx, dst, f, st.Size(), po, st.Size() > InlineLimit, nil)
+}
+
+// putHashed is file for a source whose sha256 was taken beforehand
+// (TreeOptions.SHA256): a streamed copy sends sum as its checksum, and
+// the agent checks the bytes against it; a small one, sent inside the
+// call, is checked here.
+func (r *remoteDst) putHashed(ctx context.Context, src, dst string, f *os.File, size int64, po PutOptions, sum []byte) (int64, error) {
+	changed := func(err error) error {
+		if err != nil && strings.Contains(err.Error(), ErrChecksum.Error()) {
+			return fmt.Errorf("%s: %w (%v)", src, ErrSourceChanged, err)
+		}
+		return err
+	}
+	if size > InlineLimit {
+		n, err := r.put(ctx, dst, f, size, po, true, func() []byte { return sum })
+		return n, changed(err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, InlineLimit+1))
+	if err != nil {
+		return 0, err
+	}
+	if got := sha256.Sum256(data); !bytes.Equal(got[:], sum) {
+		return 0, fmt.Errorf("%s: %w", src, ErrSourceChanged)
+	}
+	return r.put(ctx, dst, bytes.NewReader(data), int64(len(data)), po, false, nil)
 }
 
 // put writes size bytes from rd to dst with fs.Put and reports them to

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -664,5 +665,52 @@ func TestGetTreeRefusesHostileListings(t *testing.T) {
 	}
 	if _, err := Walk(context.Background(), hostileWalk(many), "/anything", 5, func(*WalkEntry) error { return nil }); !errors.Is(err, rpc.ErrTooLarge) {
 		t.Errorf("10 entries past a bound of 5: %v", err)
+	}
+}
+
+// PutOne with the source's sha256 taken beforehand (TreeOptions.SHA256,
+// cp --to): the right hash copies, inline and streamed alike; a source
+// that no longer hashes to it fails with ErrSourceChanged and leaves the
+// destination's old content in place. PutTree ignores the option.
+func TestPutOneHashedBefore(t *testing.T) {
+	c := rpctest.New(Register)
+	ctx := context.Background()
+	dir := t.TempDir()
+	for _, n := range []int{0, 10, InlineLimit, InlineLimit + 1, 3*copyBuffer + 7} {
+		src := filepath.Join(dir, fmt.Sprintf("src%d", n))
+		data := sourceFile(t, src, n, 0o644, time.Now())
+		sum, err := HashFile(ctx, src)
+		if want := sha256.Sum256(data); err != nil || !bytes.Equal(sum, want[:]) {
+			t.Fatalf("HashFile %d bytes: %x %v, want %x", n, sum, err, want)
+		}
+		dst := src + ".remote"
+		if _, err := PutOne(ctx, c, src, dst, TreeOptions{SHA256: sum}); err != nil {
+			t.Fatalf("PutOne %d bytes with its hash: %v", n, err)
+		}
+		if b, _ := os.ReadFile(dst); !bytes.Equal(b, data) {
+			t.Fatalf("PutOne %d bytes with its hash: content differs", n)
+		}
+		// The source changes after it was hashed: one byte, same size.
+		changed := append([]byte("x"), data...)[:max(n, 1)]
+		if n > 0 {
+			changed = bytes.Clone(data)
+			changed[n/2] ^= 0xff
+		}
+		if err := os.WriteFile(src, changed, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = PutOne(ctx, c, src, dst, TreeOptions{SHA256: sum})
+		if !errors.Is(err, ErrSourceChanged) {
+			t.Errorf("PutOne of a changed %d-byte source: %v, want %v", n, err, ErrSourceChanged)
+		}
+		if b, _ := os.ReadFile(dst); !bytes.Equal(b, data) {
+			t.Errorf("after a failed put of a changed %d-byte source the destination is not its old content", n)
+		}
+	}
+	tree := filepath.Join(dir, "tree")
+	os.MkdirAll(tree, 0o755)
+	os.WriteFile(filepath.Join(tree, "a"), []byte("a\n"), 0o644)
+	if _, err := PutTree(ctx, c, tree, filepath.Join(dir, "tree.remote"), TreeOptions{SHA256: make([]byte, 32)}); err != nil {
+		t.Errorf("PutTree with a file's SHA256 set: %v (it must ignore it)", err)
 	}
 }
