@@ -106,7 +106,7 @@ var ErrChecksum = errors.New("checksum mismatch")
 var ErrSourceChanged = errors.New("the source changed since it was hashed for its copies")
 
 // HashFile returns the sha256 of the local file at path, reading it with
-// ctx's cancellation honoured between reads.
+// ctx's cancellation honoured between reads (as fs.Checksum does there).
 func HashFile(ctx context.Context, path string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -114,20 +114,10 @@ func HashFile(ctx context.Context, path string) ([]byte, error) {
 	}
 	defer f.Close()
 	h := sha256.New()
-	buf := make([]byte, copyBuffer)
-	for {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		n, err := f.Read(buf)
-		h.Write(buf[:n])
-		if err == io.EOF {
-			return h.Sum(nil), nil
-		}
-		if err != nil {
-			return nil, err
-		}
+	if _, err := io.CopyBuffer(h, &ctxReader{ctx: ctx, r: f}, make([]byte, copyBuffer)); err != nil {
+		return nil, err
 	}
+	return h.Sum(nil), nil
 }
 
 func registerStream(reg *rpc.Registry) {
