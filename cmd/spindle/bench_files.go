@@ -444,7 +444,7 @@ func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recur
 			return err
 		}
 		defer in.Close()
-		cmd = osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, common...), p.dest, "cat > "+shellQuote(dst))...)
+		cmd = sshRemote(ctx, common, p.dest, "cat > "+shellQuote(dst))
 		cmd.Stdin = in
 	case hashedCat:
 		in, err := os.Open(src)
@@ -453,8 +453,7 @@ func (p *sshPath) copyWith(ctx stdctx.Context, tool, src, dst string, via, recur
 		}
 		defer in.Close()
 		h := sha256.New()
-		cmd = osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, common...), p.dest,
-			hashedCatPut(shellQuote(dst)))...)
+		cmd = sshRemote(ctx, common, p.dest, hashedCatPut(shellQuote(dst)))
 		cmd.Stdin = io.TeeReader(in, h)
 		return runHashed(cmd, h, src, dst)
 	case "scp":
@@ -488,6 +487,12 @@ func (p *sshPath) muxArgs(via bool) []string {
 	return args
 }
 
+// sshRemote is `ssh -T OPTIONS DEST REMOTE`, the files rows' pipe to the
+// target.
+func sshRemote(ctx stdctx.Context, opts []string, dest, remote string) *osexec.Cmd {
+	return osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, opts...), dest, remote)...)
+}
+
 // runTool runs an OpenSSH copy, its stderr in the error.
 func runTool(cmd *osexec.Cmd, tool, src, dst string) error {
 	var errb bytes.Buffer
@@ -510,7 +515,7 @@ func (p *sshPath) copyFrom(ctx stdctx.Context, tool, src, dst string, recursive 
 			return err
 		}
 		defer out.Close()
-		cmd = osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, common...), p.dest, "cat "+shellQuote(src))...)
+		cmd = sshRemote(ctx, common, p.dest, "cat "+shellQuote(src))
 		cmd.Stdout = out
 	case hashedCat:
 		out, err := os.Create(dst)
@@ -519,7 +524,7 @@ func (p *sshPath) copyFrom(ctx stdctx.Context, tool, src, dst string, recursive 
 		}
 		defer out.Close()
 		h := sha256.New()
-		cmd = osexec.CommandContext(ctx, "ssh", append(append([]string{"-T"}, common...), p.dest, hashedCatGet(shellQuote(src)))...)
+		cmd = sshRemote(ctx, common, p.dest, hashedCatGet(shellQuote(src)))
 		cmd.Stdout = io.MultiWriter(out, h)
 		if err := runHashed(cmd, h, src, dst); err != nil {
 			return err
