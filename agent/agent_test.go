@@ -69,10 +69,12 @@ func TestCustomAgent(t *testing.T) {
 	}
 }
 
-// TestInputPipeGrown: the agent reads its parent link from a pipe grown to
+// TestPipesGrown: the agent reads its parent link from a pipe grown to
 // 1 MiB, so that whoever feeds it (sshd, sudo) does not stall on a full
-// 64 KiB pipe while the agent is busy with a chunk.
-func TestInputPipeGrown(t *testing.T) {
+// 64 KiB pipe while the agent is busy with a chunk, and writes to one
+// grown to 256 KiB, so that a large reply costs it fewer wake-ups and
+// sshd fewer, fuller reads. Its stderr keeps the size it was given.
+func TestPipesGrown(t *testing.T) {
 	path, err := testagent.Build()
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +85,7 @@ func TestInputPipeGrown(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var sizes []int
+	var reads, writes []int
 	for _, fd := range fds {
 		target, err := os.Readlink(proc + "/fd/" + fd.Name())
 		if err != nil || !strings.HasPrefix(target, "pipe:") {
@@ -99,10 +101,8 @@ func TestInputPipeGrown(t *testing.T) {
 				fmt.Sscanf(strings.TrimSpace(v), "%o", &flags)
 			}
 		}
-		if flags&unix.O_ACCMODE != unix.O_RDONLY {
-			continue // a write end: the agent's output or stderr
-		}
-		f, err := os.OpenFile(proc+"/fd/"+fd.Name(), os.O_RDONLY|unix.O_NONBLOCK, 0)
+		mode := flags & unix.O_ACCMODE
+		f, err := os.OpenFile(proc+"/fd/"+fd.Name(), mode|unix.O_NONBLOCK, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -111,10 +111,23 @@ func TestInputPipeGrown(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sizes = append(sizes, size)
+		if mode == unix.O_RDONLY {
+			reads = append(reads, size)
+		} else {
+			writes = append(writes, size)
+		}
 	}
-	if len(sizes) != 1 || sizes[0] != 1<<20 {
-		t.Fatalf("the agent's read ends of pipes have sizes %v, want one of 1 MiB (its input)", sizes)
+	if len(reads) != 1 || reads[0] != 1<<20 {
+		t.Fatalf("the agent's read ends of pipes have sizes %v, want one of 1 MiB (its input)", reads)
+	}
+	grown := 0
+	for _, size := range writes {
+		if size == 256<<10 {
+			grown++
+		}
+	}
+	if grown != 1 {
+		t.Fatalf("the agent's write ends of pipes have sizes %v, want one of 256 KiB (its output; stderr as given)", writes)
 	}
 }
 
