@@ -130,7 +130,9 @@ type benchResult struct {
 	// FloorRatio, on a floor row (ssh_true_floor, via_true_floor), is its
 	// baseline (the least the command can cost here, see bench_floor.go)
 	// ÷ the OpenSSH baseline of the row it bounds: the best ratio any
-	// implementation could reach against OpenSSH on this machine.
+	// implementation could reach against OpenSSH on this machine. On a
+	// files floor row (put_100m_floor, get_100m_floor) it is the raw cat
+	// plus two hashes ÷ the raw cat (bench_files_floor.go).
 	FloorRatio float64 `json:"floor_ratio,omitempty"`
 	// Throughput of a file row, MiB/s, and the peak RSS growth over idle
 	// of the controller and the agent during a files_big put.
@@ -403,7 +405,9 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         get_1m/100m (fs.GetFile vs 'ssh host cat f > local', _scp),
         put_100m_hashed and get_100m_hashed (vs OpenSSH's cat with a
         sha256 at each end, checked, and the destination fsynced, as
-        Spindle's copies are),
+        Spindle's copies are), put_100m_floor and get_100m_floor (vs
+        the raw cat with two sha256s of the bytes taken alongside it;
+        floor_ratio is that ÷ the raw cat),
         put_100m_via (one bastion hop vs 'scp -J'), copy_1m/100m_between
         (fs.CopyOne from one remote path to another through here vs
         'scp -3'), put_tree_1000x4k and get_tree_1000x4k

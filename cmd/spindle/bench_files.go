@@ -87,6 +87,7 @@ func filesCases() []benchCase {
 			}
 			if fsz == fileSizes[1] {
 				cs = append(cs, filesHashedCases(ms, fsz)...)
+				cs = append(cs, filesFloorCases(ms, fsz)...)
 			}
 			cs = append(cs, benchCase{
 				Name: "copy_" + fsz.label + "_between" + sfx, Group: group, Latency: ms, Baseline: "scp_3" + sfx, N: 1,
@@ -145,6 +146,8 @@ type filesBench struct {
 	// Peak RSS growth over idle during the last Spindle put, bytes; -1
 	// when the agent's /proc is not on this machine.
 	rssCtl, rssAgent int64
+	// The floor rows' bytes, hashed from memory (bench_files_floor.go).
+	floorData []byte
 }
 
 func (e *benchEnv) filesSetup(ms int) (*filesBench, *sshPath, error) {
@@ -244,7 +247,11 @@ func (e *benchEnv) filesOpenSSH(ms int, fsz fileSize, n int, tool string, via bo
 	} else if err := p.warmMaster(e.ctx); err != nil {
 		return 0, err
 	}
-	return timePerOp(n, func() error { return p.copyWith(e.ctx, tool, src, dst, via, false) })
+	op, err := f.floorCopy(tool, fsz, func(tool string) error { return p.copyWith(e.ctx, tool, src, dst, via, false) })
+	if err != nil {
+		return 0, err
+	}
+	return timePerOp(n, op)
 }
 
 func (e *benchEnv) filesTree(ms int, n int, openssh bool) (float64, error) {
@@ -331,7 +338,11 @@ func (e *benchEnv) filesGet(ms int, fsz fileSize, n int, tool string) (float64, 
 	}
 	if tool != "" {
 		dst := filepath.Join(f.local, "get-"+tool+"-"+fsz.label)
-		return timePerOp(n, func() error { return p.copyFrom(e.ctx, tool, src, dst, false) })
+		op, err := f.floorCopy(tool, fsz, func(tool string) error { return p.copyFrom(e.ctx, tool, src, dst, false) })
+		if err != nil {
+			return 0, err
+		}
+		return timePerOp(n, op)
 	}
 	cx, err := p.context(e.ctx)
 	if err != nil {
