@@ -217,7 +217,7 @@ func (s *connectionState) writePacket(w *bufio.Writer, rand io.Reader, packet []
 
 func newTransport(rwc io.ReadWriteCloser, rand io.Reader, isClient bool) *transport {
 	t := &transport{
-		bufReader: bufio.NewReader(rwc),
+		bufReader: bufio.NewReaderSize(rwc, 64<<10), // Spindle: see README.spindle.md
 		bufWriter: bufio.NewWriter(rwc),
 		rand:      rand,
 		reader: connectionState{
