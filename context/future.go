@@ -88,14 +88,18 @@ func (f *Future) cancel(ctx stdctx.Context) {
 	f.mu.Lock()
 	handle := f.handle
 	f.mu.Unlock()
-	if data, err := wire.Marshal(&rpc.Control{Call: handle, Op: rpc.OpCancel}); err == nil {
-		f.c.ctl.rt.Send(&router.Message{Dst: f.c.id, Handle: router.HandleControl, Data: data})
-	}
 	kind := ErrCanceled
 	if errors.Is(ctx.Err(), stdctx.DeadlineExceeded) {
 		kind = ErrTimeout
 	}
+	// Fail first, then tell the agent: the agent's own reply to the
+	// cancel ("context canceled", of kind canceled but no longer ctx's
+	// error) could otherwise arrive in between and win, and the caller
+	// would get an error that errors.Is(err, context.Canceled) denies.
 	f.fail(&kindError{kind: kind, cause: ctx.Err(), msg: ctx.Err().Error()})
+	if data, err := wire.Marshal(&rpc.Control{Call: handle, Op: rpc.OpCancel}); err == nil {
+		f.c.ctl.rt.Send(&router.Message{Dst: f.c.id, Handle: router.HandleControl, Data: data})
+	}
 }
 
 // Done is closed when the reply (or an error) is in.
