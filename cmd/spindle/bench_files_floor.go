@@ -32,25 +32,23 @@ const catPlusHashes = "ssh_cat_plus_2_sha256"
 // filesFloorCases are the floor rows for fsz at ms.
 func filesFloorCases(ms int, fsz fileSize) []benchCase {
 	sfx := latencySuffix(ms)
-	floorRatio := func(of string) func(e *benchEnv, r *benchResult) {
-		tp := throughput(fsz.bytes, false)
+	finish := func(of string) func(e *benchEnv, r *benchResult) {
+		tp, fr := throughput(fsz.bytes, false), floorRatio(of)
 		return func(e *benchEnv, r *benchResult) {
 			tp(e, r)
-			if o, ok := e.results[of]; ok && o.BaselineNS > 0 {
-				r.FloorRatio = round3(r.BaselineNS / o.BaselineNS)
-			}
+			fr(e, r)
 		}
 	}
 	return []benchCase{{
 		Name: "put_" + fsz.label + "_floor" + sfx, Group: "files", Latency: ms, Baseline: catPlusHashes + sfx, N: 1,
 		Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesPut(ms, fsz, n, false) },
 		Base:    func(e *benchEnv, n int) (float64, error) { return e.filesOpenSSH(ms, fsz, n, catPlusHashes, false) },
-		Finish:  floorRatio("put_" + fsz.label + sfx),
+		Finish:  finish("put_" + fsz.label + sfx),
 	}, {
 		Name: "get_" + fsz.label + "_floor" + sfx, Group: "files", Latency: ms, Baseline: catPlusHashes + sfx, N: 1,
 		Spindle: func(e *benchEnv, n int) (float64, error) { return e.filesGet(ms, fsz, n, "") },
 		Base:    func(e *benchEnv, n int) (float64, error) { return e.filesGet(ms, fsz, n, catPlusHashes) },
-		Finish:  floorRatio("get_" + fsz.label + sfx),
+		Finish:  finish("get_" + fsz.label + sfx),
 	}}
 }
 

@@ -124,10 +124,16 @@ func floorCase(name, group, of string, ms, n, hops int, spindle func(e *benchEnv
 		Name: name, Group: group, Latency: ms, Baseline: baseline + latencySuffix(ms), N: n,
 		Spindle: spindle,
 		Base:    func(e *benchEnv, n int) (float64, error) { return e.sshPath(ms).trueFloor(e.ctx, n, hops) },
-		Finish: func(e *benchEnv, r *benchResult) {
-			if o, ok := e.results[of]; ok && o.BaselineNS > 0 {
-				r.FloorRatio = round3(r.BaselineNS / o.BaselineNS)
-			}
-		},
+		Finish:  floorRatio(of),
+	}
+}
+
+// floorRatio sets a floor row's floor_ratio: its baseline over the
+// baseline of the row named of, when that row ran first.
+func floorRatio(of string) func(e *benchEnv, r *benchResult) {
+	return func(e *benchEnv, r *benchResult) {
+		if o, ok := e.results[of]; ok && o.BaselineNS > 0 {
+			r.FloorRatio = round3(r.BaselineNS / o.BaselineNS)
+		}
 	}
 }
