@@ -5,7 +5,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"go.uber.org/goleak"
 )
 

@@ -23,7 +23,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors/machinectl"
 	"github.com/spindle-rpc/spindle/connectors/podman"
 	"github.com/spindle-rpc/spindle/internal/lazyre"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"golang.org/x/sys/unix"
 )

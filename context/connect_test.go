@@ -13,10 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/connectors/become/becometest"
+	"github.com/spindle-rpc/spindle/internal/testkit"
+
 	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/connectors/sudo"
 	spctx "github.com/spindle-rpc/spindle/context"
+	"github.com/spindle-rpc/spindle/internal/testkit/becometest"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 )
@@ -167,10 +169,7 @@ func TestConnectSudoThroughAgent(t *testing.T) {
 // requireOrSkip skips loudly, or fails under CI, where every suite must run.
 func requireOrSkip(t *testing.T, why string) {
 	t.Helper()
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("cannot run under CI: %s", why)
-	}
-	t.Skipf("SKIPPED: %s", why)
+	testkit.Unavailable(t, why)
 }
 
 // TestTwentyFirstBecomeUserRecyclesYoungest: with the default limit of 20

@@ -15,7 +15,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/connectors/local"
 	spctx "github.com/spindle-rpc/spindle/context"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"

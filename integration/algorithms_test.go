@@ -7,7 +7,7 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
-	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 )
 
 // ssh_config's Ciphers, MACs, KexAlgorithms and HostKeyAlgorithms (and the

@@ -15,7 +15,7 @@ import (
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/su"
 	"github.com/spindle-rpc/spindle/connectors/sudo"
-	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	sexec "github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 )

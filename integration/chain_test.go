@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/spindle-rpc/spindle"
-	"github.com/spindle-rpc/spindle/connectors/container/containertest"
 	"github.com/spindle-rpc/spindle/connectors/docker"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/connectors/sudo"
-	"github.com/spindle-rpc/spindle/integration/topology"
+	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
+	"github.com/spindle-rpc/spindle/internal/testkit/topology"
 	sexec "github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"github.com/spindle-rpc/spindle/services/tunnel"

@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/integration/sshtest"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 )
 
 // buildCLI builds cmd/spindle for t. It embeds no agents (a plain go

@@ -15,10 +15,10 @@ import (
 	"time"
 
 	"github.com/spindle-rpc/spindle"
-	"github.com/spindle-rpc/spindle/connectors/container/containertest"
 	"github.com/spindle-rpc/spindle/connectors/docker"
 	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/connectors/setns"
+	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
 	sexec "github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 )

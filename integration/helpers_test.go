@@ -17,8 +17,8 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
-	"github.com/spindle-rpc/spindle/integration/sshtest"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"

@@ -12,19 +12,19 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors/local"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/services/sys"
 )
 
 // TestHostileAgent: an agent that behaves like a compromised target
-// (integration/hostileagent) tries to call its sibling, forge the
+// (internal/testkit/hostileagent) tries to call its sibling, forge the
 // controller's and the sibling's src, call its parent's and the
 // controller's services, hijack the sibling's route and open a circuit
 // upward. Nothing runs, the sibling keeps its route, and every attempt is
 // logged on the controller.
 func TestHostileAgent(t *testing.T) {
 	t.Parallel()
-	bin, err := testagent.BuildPackage("./integration/hostileagent", "hostile-agent")
+	bin, err := testagent.BuildPackage("./internal/testkit/hostileagent", "hostile-agent")
 	if err != nil {
 		t.Fatal(err)
 	}

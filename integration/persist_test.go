@@ -11,8 +11,8 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/integration/sshtest"
-	"github.com/spindle-rpc/spindle/internal/ptytest"
+	"github.com/spindle-rpc/spindle/internal/testkit/ptytest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 )
 
 // TestCLIPersist: `spindle run --persist` against a real sshd. The first

@@ -12,10 +12,10 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/bootstrap"
-	"github.com/spindle-rpc/spindle/connectors/container/containertest"
 	"github.com/spindle-rpc/spindle/connectors/docker"
 	"github.com/spindle-rpc/spindle/connectors/local"
-	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"go.uber.org/zap/zaptest/observer"
 )

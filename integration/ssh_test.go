@@ -17,7 +17,7 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
-	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 )

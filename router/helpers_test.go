@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/internal/testconn"
+	"github.com/spindle-rpc/spindle/internal/testkit/testconn"
 	"github.com/spindle-rpc/spindle/router"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"

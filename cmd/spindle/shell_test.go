@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/internal/ptytest"
+	"github.com/spindle-rpc/spindle/internal/testkit/ptytest"
 )
 
 // readyCat is a remote command that says it is ready, then echoes: the

@@ -13,7 +13,7 @@ import (
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/become"
-	"github.com/spindle-rpc/spindle/connectors/become/becometest"
+	"github.com/spindle-rpc/spindle/internal/testkit/becometest"
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/internal/sshagenttest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshagenttest"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"

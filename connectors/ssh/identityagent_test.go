@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/internal/sshagenttest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshagenttest"
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"

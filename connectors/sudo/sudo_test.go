@@ -11,8 +11,8 @@ import (
 
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/become"
-	"github.com/spindle-rpc/spindle/connectors/become/becometest"
 	"github.com/spindle-rpc/spindle/connectors/sudo"
+	"github.com/spindle-rpc/spindle/internal/testkit/becometest"
 	"github.com/vmihailenco/msgpack/v5"
 )
 

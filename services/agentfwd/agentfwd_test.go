@@ -14,9 +14,9 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/local"
-	"github.com/spindle-rpc/spindle/internal/localtest"
-	"github.com/spindle-rpc/spindle/internal/sshagenttest"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/localtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshagenttest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"go.uber.org/goleak"

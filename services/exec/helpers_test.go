@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/internal/testconn"
+	"github.com/spindle-rpc/spindle/internal/testkit/testconn"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
 )

@@ -5,7 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spindle-rpc/spindle/rpc/rpctest"
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	iofs "io/fs"
 	"os"
 	"path/filepath"

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"github.com/spindle-rpc/spindle/rpc"
-	"github.com/spindle-rpc/spindle/rpc/rpctest"
 )
 
 // CopyTree between two contexts reproduces the tree as PutTree and GetTree

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"github.com/spindle-rpc/spindle/rpc"
-	"github.com/spindle-rpc/spindle/rpc/rpctest"
 )
 
 func randomBytes(t *testing.T, n int) []byte {

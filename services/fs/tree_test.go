@@ -18,9 +18,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
-	"github.com/spindle-rpc/spindle/rpc/rpctest"
 )
 
 // treeEntry is what compareTrees looks at in one entry.

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/spindle-rpc/spindle/rpc/rpctest"
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"os"
 	"path/filepath"
 	"runtime"

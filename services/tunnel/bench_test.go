@@ -5,7 +5,7 @@ import (
 	"net"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/internal/localtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/localtest"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 )
 

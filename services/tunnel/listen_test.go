@@ -12,7 +12,7 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/connectors/local"
-	"github.com/spindle-rpc/spindle/internal/localtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/localtest"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 )
 

@@ -13,8 +13,8 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/local"
-	"github.com/spindle-rpc/spindle/internal/localtest"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/localtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 	"go.uber.org/goleak"
 )

@@ -29,6 +29,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit"
+
 	"github.com/spindle-rpc/spindle/bootstrap"
 )
 
@@ -63,11 +65,7 @@ func Require(t testing.TB) {
 // or fails it when CI=true, so that CI can never pass by skipping.
 func CannotRun(t testing.TB, why string) {
 	t.Helper()
-	msg := fmt.Sprintf("\n!!! INTEGRATION TEST NOT RUN: %s.\n", why)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg + "!!! CI=true: failing instead of skipping.")
-	}
-	t.Skip(msg)
+	testkit.Unavailable(t, why)
 }
 
 // RequireShell skips t (fails it when CI=true) unless the shell exists.
@@ -76,11 +74,7 @@ func RequireShell(t testing.TB, path string) {
 	if _, err := os.Stat(path); err == nil {
 		return
 	}
-	msg := fmt.Sprintf("\n!!! %s is not installed: run scripts/test-deps.sh as root.\n", path)
-	if os.Getenv("CI") == "true" {
-		t.Fatal(msg)
-	}
-	t.Skip(msg)
+	testkit.Unavailable(t, path+" is not installed: run scripts/test-deps.sh as root")
 }
 
 // Server is a running throwaway sshd.

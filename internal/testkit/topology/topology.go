@@ -62,7 +62,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/integration/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit"
+
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"golang.org/x/sys/unix"
 )
 
@@ -158,13 +160,7 @@ type state struct {
 // Need skips t loudly, or fails it when CI=true, unless ok.
 func Need(t testing.TB, ok bool, why string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but %s", why)
-	}
-	t.Skipf("!!!!!!!! SKIPPED: %s (set CI=true to make this a failure) !!!!!!!!", why)
+	testkit.Need(t, ok, why)
 }
 
 // Require skips t (fails it when CI=true) unless New can run here.

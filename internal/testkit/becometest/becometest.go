@@ -23,10 +23,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit"
+
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/become"
-	"github.com/spindle-rpc/spindle/internal/testagent"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
@@ -62,13 +64,7 @@ func Main(m *testing.M) {
 // Need skips t loudly, or fails it when CI=true, unless ok.
 func Need(t testing.TB, ok bool, why string) {
 	t.Helper()
-	if ok {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("CI=true but %s", why)
-	}
-	t.Skipf("!!!!!!!! SKIPPED: %s (set CI=true to make this a failure) !!!!!!!!", why)
+	testkit.Need(t, ok, why)
 }
 
 // NeedRoot requires root and the named tools.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/integration/topology"
+	"github.com/spindle-rpc/spindle/internal/testkit/topology"
 )
 
 // needSSH requires the OpenSSH client: the harness is checked with the

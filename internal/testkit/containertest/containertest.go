@@ -15,7 +15,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/connectors/become/becometest"
+	"github.com/spindle-rpc/spindle/internal/testkit/becometest"
 )
 
 // Image is the image scripts/test-image.sh builds: a static busybox, root
