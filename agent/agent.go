@@ -94,9 +94,10 @@ func DefaultServices(r *rpc.Registry) {
 
 // Main runs the agent on the process's stdin/stdout and exits.
 func Main(opts ...Option) {
-	// One P (BENCHMARKS.md: ping 23 → 17 µs, exec.Run overhead over
-	// fork/exec 1.5x → 1.3x on the 2-core CI machine), and no GOMAXPROCS
-	// the user did not set left for the agent's children to inherit.
+	// One P (BENCHMARKS.md, "Spin-polling and Ps": ping 23 → 17 µs,
+	// exec.Run overhead over fork/exec 1.5x → 1.3x on a 2-vCPU VM), and
+	// no GOMAXPROCS the user did not set left for the agent's children to
+	// inherit.
 	bootstrap.TakeProcs()
 	args, err := bootstrap.ParseAgentArgs(os.Args[1:])
 	if err != nil {
@@ -211,12 +212,12 @@ func takeStdio() (io.Reader, io.WriteCloser, error) {
 // 1 MiB (the unprivileged maximum), so that whoever feeds the agent
 // (sshd, sudo, docker exec) keeps draining its own side while the agent
 // is busy with a chunk (hashing it, writing it to disk) instead of
-// stalling on a full pipe (BENCHMARKS.md: put_100m 15 % faster); the
-// output to 256 KiB, so that a large reply (a get's 256 KiB chunks) goes
-// out in one write instead of four, each a wake-up of sshd and of the
-// agent's poller (BENCHMARKS.md, seventeenth session: a 100 MiB get on a
-// 2-vCPU VM 8-15 % faster, 12 % less CPU over the agent, sshd and the
-// controller; 1 MiB did no better). Both count against the user's pipe
+// stalling on a full pipe (BENCHMARKS.md, "Pipes": put_100m 15 % faster);
+// the output to 256 KiB, so that a large reply (a get's 256 KiB chunks)
+// goes out in one write instead of four, each a wake-up of sshd and of the
+// agent's poller (same section: a 100 MiB get on a 2-vCPU VM 8-15 %
+// faster, 12 % less CPU over the agent, sshd and the controller; 1 MiB
+// did no better). Both count against the user's pipe
 // budget (fs.pipe-user-pages-soft, 64 MiB), hence not more. Best effort:
 // a socket or terminal, or a user over budget, keeps what it has.
 func growPipe(fd, size int) {

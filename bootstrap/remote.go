@@ -208,8 +208,9 @@ func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (stri
 		`u=; while read k r e x; do test "$k" = Uid: && { u=$e; break; }; done 2>/dev/null < /proc/self/status; test -n "$u" || u=$(id -u); ` +
 		// The platform from the kernel's own names, read by the shell
 		// (Linux 6.1+): no process. Else uname, which costs a fork and
-		// an exec on every start (BENCHMARKS.md: a tenth of the CPU of
-		// twenty hops started at once). The two differ only under a
+		// an exec on every start (a tenth of the CPU of twenty hops
+		// started at once: BENCHMARKS.md, "Agent delivery and start").
+		// The two differ only under a
 		// 32-bit personality or qemu-user emulation, where /proc names
 		// the kernel's architecture: a static agent built for it runs
 		// there natively, whatever the target's programs are built for

@@ -59,9 +59,9 @@ func CheckSelf(w io.Writer, args AgentArgs) (stale bool, err error) {
 // unpacked the file with gzip or zstd, which checked the stream's CRC-32
 // or XXH64 and length, under the name the controller gave for this hash: the hash is
 // expected to match, and checking it before the hello would add its ~5 ms
-// to every cold start (BENCHMARKS.md). It reads in 32 KiB steps and yields
-// between them, so that on the agent's one P a call waits for at most one
-// step. It leaves the memo as CheckSelf does. On a mismatch it removes the
+// to every cold start (BENCHMARKS.md, "Agent delivery and start"). It
+// reads in 32 KiB steps and yields between them, so that on the agent's
+// one P a call waits for at most one step. It leaves the memo as CheckSelf does. On a mismatch it removes the
 // file and the memo and returns stale=true with an error saying so; it
 // prints nothing (stdout is the bus by now): the agent logs the error
 // and exits with StaleExitCode, and the next start uploads afresh.

@@ -14,9 +14,10 @@ import (
 // %r@%h:%p: each hop is a session (and an agent) of its own on a
 // connection that is dialled, key-exchanged and authenticated once. On two
 // vCPUs, twenty hops through one intermediary took 5.1–5.6x the time of
-// one, most of it sshd accepting twenty connections (BENCHMARKS.md). A
-// connection takes at most ten hops (sshd's default MaxSessions), and a
-// server that refuses a session sooner has that connection marked full:
+// one, most of it sshd accepting twenty connections; with sharing,
+// 2.2–2.4x (BENCHMARKS.md, "SSH connections"). A connection takes at most
+// ten hops (sshd's default MaxSessions), and a server that refuses a
+// session sooner has that connection marked full:
 // the hop uses, or dials, another. When a shared connection dies, every
 // hop on it is disconnected, as each would have been with a connection
 // of its own to that host.

@@ -42,7 +42,8 @@ type element struct {
 // Why: every 32 KiB of data received allocated a fresh 32 KiB + 9 byte
 // buffer, a large object for Go's allocator; a 100 MiB download turned
 // over 100 MiB of heap that the runtime kept returning to the kernel and
-// faulting back in. Measured on a 2-vCPU VM (see Spindle's BENCHMARKS.md):
+// faulting back in. Measured on a 2-vCPU VM (Spindle's BENCHMARKS.md,
+// "Windows and buffers"):
 // the controller's CPU per 100 MiB fs.GetFile fell by a quarter.
 //
 // Only packets of at least half a pooled buffer are pooled: a channel
