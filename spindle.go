@@ -28,7 +28,8 @@ type (
 	Future = spctx.Future
 	// Error is a call or connection error naming the context chain.
 	Error = spctx.Error
-	// Connector starts an agent (local.Options, and later ssh, sudo, …).
+	// Connector starts an agent (local.Options, ssh.Options, …); a
+	// Context's Connect starts one through that context's agent.
 	Connector = connectors.Connector
 )
 

@@ -1,6 +1,10 @@
 // Package connectors defines how a byte stream to a new agent is opened.
-// Each sub-package (local, and later ssh, sudo, docker, …) is a small
-// Options type that implements Connector.
+// Each sub-package (local, ssh, sudo, su, doas, docker, podman, kubectl,
+// lxc, lxd, machinectl, setns) is a small Options type that implements
+// Connector; become and container hold what the become and container
+// kinds share. A Remote connector also runs on an agent (a hop started by
+// the previous hop's agent), and a Delegated one (ssh) runs there with the
+// controller's keys and known_hosts served over a circuit.
 package connectors
 
 import (

@@ -1,7 +1,7 @@
 // Package fs is the agent's "fs" service: small-file operations on the
 // agent's filesystem, with atomic writes. Each file travels inside one
 // message, so Read and Write are for files of up to 3 MiB; bigger transfers
-// go over a circuit (a later streaming service).
+// stream over the call's circuit (fs.Put, fs.Get: stream.go).
 //
 // Every path must be absolute (a bad_args error otherwise): the agent's
 // working directory means nothing to a caller. Missing files give not_found
