@@ -39,7 +39,7 @@ const (
 // the uid). An empty word (unset variable) is skipped. CacheDirs is the Go
 // twin used by Materialize.
 //
-// $XDG_RUNTIME_DIR comes last, although DESIGN.md names it first: it lives
+// $XDG_RUNTIME_DIR comes last, although it is the conventional place: it lives
 // only as long as the user's sessions (pam_systemd, like the XDG base
 // directory spec, removes it when the last one ends, 10 s later by
 // default), and an SSH connection of Spindle's is often the user's only

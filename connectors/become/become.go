@@ -1,7 +1,8 @@
 // Package become is the machinery shared by the privilege-changing
-// connectors (sudo, su, doas): it runs the tool with the hybrid terminal of
-// DESIGN.md ("Become"), answers its password prompt, bootstraps the agent
-// over the tool's stdio and turns the tool's complaints into clear errors.
+// connectors (sudo, su, doas): it runs the tool with a hybrid terminal
+// (below; docs/architecture.md, "Become"), answers its password prompt,
+// bootstraps the agent over the tool's stdio and turns the tool's
+// complaints into clear errors.
 //
 // The child's stdin and stdout are pipes that carry the link; its stderr
 // and controlling terminal are a PTY, used only to answer the password
