@@ -3,23 +3,23 @@ package context
 import (
 	"strings"
 
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 )
 
 // Error kinds, for errors.Is.
 var (
-	ErrDisconnected  = rpc.ErrDisconnected
-	ErrTimeout       = rpc.ErrTimeout
-	ErrCanceled      = rpc.ErrCanceled
-	ErrRemote        = rpc.ErrRemote
-	ErrPermission    = rpc.ErrPermission
-	ErrNotFound      = rpc.ErrNotFound
-	ErrExists        = rpc.ErrExists
-	ErrUnknownMethod = rpc.ErrUnknownMethod
-	ErrBadArgs       = rpc.ErrBadArgs
-	ErrAuth          = rpc.ErrAuth
-	ErrHostKey       = rpc.ErrHostKey
-	ErrTooLarge      = rpc.ErrTooLarge
+	ErrDisconnected  = errkind.ErrDisconnected
+	ErrTimeout       = errkind.ErrTimeout
+	ErrCanceled      = errkind.ErrCanceled
+	ErrRemote        = errkind.ErrRemote
+	ErrPermission    = errkind.ErrPermission
+	ErrNotFound      = errkind.ErrNotFound
+	ErrExists        = errkind.ErrExists
+	ErrUnknownMethod = errkind.ErrUnknownMethod
+	ErrBadArgs       = errkind.ErrBadArgs
+	ErrAuth          = errkind.ErrAuth
+	ErrHostKey       = errkind.ErrHostKey
+	ErrTooLarge      = errkind.ErrTooLarge
 )
 
 // Error is an error from a call or connection, naming the context chain

@@ -1,6 +1,7 @@
 // Package rpc is Spindle's call layer on top of the router: the request,
 // reply and control payloads, the error kinds that cross the wire, and the
-// agent-side Server that runs registered handlers.
+// agent-side Server that runs registered handlers. The kinds themselves
+// are errkind's; this package names them on the wire.
 //
 // A call is a Message at router.HandleCall whose data is a Request and
 // whose reply_to names the caller's reply handle. The agent answers with one
@@ -14,11 +15,11 @@ package rpc
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
 	"os"
 	"syscall"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/vmihailenco/msgpack/v5"
 )
 
@@ -46,35 +47,25 @@ type Control struct {
 	Signal int    `msgpack:"sig,omitempty"`
 }
 
-// Error kinds. Every error a call returns satisfies errors.Is for at most
-// one of these, besides ErrRemote for errors raised by the agent.
-var (
-	ErrDisconnected  = errors.New("disconnected")
-	ErrTimeout       = errors.New("timeout")
-	ErrCanceled      = errors.New("canceled")
-	ErrRemote        = errors.New("remote error")
-	ErrPermission    = errors.New("permission denied")
-	ErrNotFound      = errors.New("not found")
-	ErrExists        = errors.New("already exists")
-	ErrUnknownMethod = errors.New("unknown method")
-	ErrBadArgs       = errors.New("bad arguments")
-	ErrAuth          = errors.New("authentication failed")
-	ErrHostKey       = errors.New("host key rejected")
-	ErrTooLarge      = errors.New("too large")
-)
-
-var kinds = map[string]error{
-	"timeout":        ErrTimeout,
-	"canceled":       ErrCanceled,
-	"permission":     ErrPermission,
-	"not_found":      ErrNotFound,
-	"exists":         ErrExists,
-	"unknown_method": ErrUnknownMethod,
-	"bad_args":       ErrBadArgs,
-	"auth":           ErrAuth,
-	"host_key":       ErrHostKey,
-	"too_large":      ErrTooLarge,
-	"disconnected":   ErrDisconnected,
+// kinds names the kinds that cross the wire, in RemoteError.Kind
+// (PROTOCOL.md, section "Reply convention"). ErrRemote has no name: every
+// RemoteError is of it. ErrTooManyChildren has none either: only a
+// controller raises it. The order is the one ToRemote tries them in.
+var kinds = []struct {
+	name string
+	kind error
+}{
+	{"timeout", errkind.ErrTimeout},
+	{"canceled", errkind.ErrCanceled},
+	{"permission", errkind.ErrPermission},
+	{"not_found", errkind.ErrNotFound},
+	{"exists", errkind.ErrExists},
+	{"unknown_method", errkind.ErrUnknownMethod},
+	{"bad_args", errkind.ErrBadArgs},
+	{"auth", errkind.ErrAuth},
+	{"host_key", errkind.ErrHostKey},
+	{"too_large", errkind.ErrTooLarge},
+	{"disconnected", errkind.ErrDisconnected},
 }
 
 // RemoteError is an error raised on an agent, as it crosses the wire.
@@ -85,28 +76,18 @@ type RemoteError struct {
 
 func (e *RemoteError) Error() string { return e.Message }
 
-// Is matches ErrRemote and the sentinel of the error's kind.
+// Is matches errkind.ErrRemote and the kind named by e.Kind.
 func (e *RemoteError) Is(target error) bool {
-	if target == ErrRemote {
+	if target == errkind.ErrRemote {
 		return true
 	}
-	k, ok := kinds[e.Kind]
-	return ok && k == target
+	for _, k := range kinds {
+		if k.name == e.Kind {
+			return k.kind == target
+		}
+	}
+	return false
 }
-
-// Errorf makes an error of the given kind (one of the sentinels above) that
-// keeps its kind across the wire.
-func Errorf(kind error, format string, args ...any) error {
-	return &kindError{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
-
-type kindError struct {
-	kind error
-	msg  string
-}
-
-func (e *kindError) Error() string        { return e.msg }
-func (e *kindError) Is(target error) bool { return target == e.kind }
 
 // ToRemote classifies err for the wire.
 func ToRemote(err error) *RemoteError {
@@ -115,9 +96,9 @@ func ToRemote(err error) *RemoteError {
 		return re
 	}
 	kind := ""
-	for name, sentinel := range kinds {
-		if errors.Is(err, sentinel) {
-			kind = name
+	for _, k := range kinds {
+		if errors.Is(err, k.kind) {
+			kind = k.name
 			break
 		}
 	}

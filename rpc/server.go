@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
 	"go.uber.org/zap"
@@ -73,7 +74,7 @@ func (c *Call) Args(v any) error {
 		return nil
 	}
 	if err := wire.Unmarshal(c.args, v); err != nil {
-		return Errorf(ErrBadArgs, "%s: bad arguments: %v", c.Method, err)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: bad arguments: %v", c.Method, err)
 	}
 	return nil
 }
@@ -120,7 +121,7 @@ func (s *Server) deliverCall(m *router.Message) {
 		if m.Circuit != nil {
 			m.Circuit.Close()
 		}
-		s.reply(m, nil, Errorf(ErrBadArgs, "malformed call: %v", err))
+		s.reply(m, nil, errkind.Errorf(errkind.ErrBadArgs, "malformed call: %v", err))
 		return
 	}
 	h, ok := s.reg.Lookup(req.Method)
@@ -128,7 +129,7 @@ func (s *Server) deliverCall(m *router.Message) {
 		if m.Circuit != nil {
 			m.Circuit.Close()
 		}
-		s.reply(m, nil, Errorf(ErrUnknownMethod, "unknown method %q on %s", req.Method, s.rt.Name(s.rt.ID())))
+		s.reply(m, nil, errkind.Errorf(errkind.ErrUnknownMethod, "unknown method %q on %s", req.Method, s.rt.Name(s.rt.ID())))
 		return
 	}
 	ctx, cancel := context.Background(), context.CancelFunc(func() {})

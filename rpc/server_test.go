@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/testconn"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
@@ -138,7 +139,7 @@ func TestHandlerPanicIsAnErrorAndTheAgentLivesOn(t *testing.T) {
 func TestResultTooLargeForAMessage(t *testing.T) {
 	s := serve(t, registerTest)
 	re := remoteError(t, s.call(t, request(t, "t.big", nil)))
-	if !errors.Is(re, rpc.ErrTooLarge) || !strings.Contains(re.Message, "circuit") {
+	if !errors.Is(re, errkind.ErrTooLarge) || !strings.Contains(re.Message, "circuit") {
 		t.Fatalf("oversized result reported as %+v", re)
 	}
 }
@@ -147,15 +148,15 @@ func TestResultTooLargeForAMessage(t *testing.T) {
 func TestUnknownAndMalformedCalls(t *testing.T) {
 	s := serve(t, registerTest)
 	re := remoteError(t, s.call(t, request(t, "no.such", nil)))
-	if !errors.Is(re, rpc.ErrUnknownMethod) || !strings.Contains(re.Message, `"no.such"`) {
+	if !errors.Is(re, errkind.ErrUnknownMethod) || !strings.Contains(re.Message, `"no.such"`) {
 		t.Fatalf("unknown method reported as %+v", re)
 	}
 	re = remoteError(t, s.call(t, []byte{0xc1, 0xff, 0x00}))
-	if !errors.Is(re, rpc.ErrBadArgs) {
+	if !errors.Is(re, errkind.ErrBadArgs) {
 		t.Fatalf("malformed call reported as %+v", re)
 	}
 	re = remoteError(t, s.call(t, request(t, "t.echo", 42)))
-	if !errors.Is(re, rpc.ErrBadArgs) {
+	if !errors.Is(re, errkind.ErrBadArgs) {
 		t.Fatalf("wrong-typed args reported as %+v", re)
 	}
 }

@@ -25,7 +25,7 @@ import (
 	"github.com/creack/pty"
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 )
@@ -51,20 +51,20 @@ const DefaultTimeout = 30 * time.Second
 var (
 	// ErrWrongPassword: the tool rejected the password (it asked again or
 	// said so).
-	ErrWrongPassword = fmt.Errorf("wrong password (%w)", rpc.ErrAuth)
+	ErrWrongPassword = fmt.Errorf("wrong password (%w)", errkind.ErrAuth)
 	// ErrPasswordRequired: the tool needs a password and none was given.
-	ErrPasswordRequired = fmt.Errorf("a password is required but none was given (%w)", rpc.ErrAuth)
+	ErrPasswordRequired = fmt.Errorf("a password is required but none was given (%w)", errkind.ErrAuth)
 	// ErrNotAllowed: the invoking user may not become the target user
 	// (sudoers, doas.conf, pam_wheel).
-	ErrNotAllowed = fmt.Errorf("the user is not allowed to become the target user (%w)", rpc.ErrPermission)
+	ErrNotAllowed = fmt.Errorf("the user is not allowed to become the target user (%w)", errkind.ErrPermission)
 	// ErrNeedTTY: the tool insists on a terminal (sudoers requiretty).
-	ErrNeedTTY = fmt.Errorf("the tool requires a terminal, e.g. sudoers requiretty (%w)", rpc.ErrPermission)
+	ErrNeedTTY = fmt.Errorf("the tool requires a terminal, e.g. sudoers requiretty (%w)", errkind.ErrPermission)
 	// ErrNoSuchUser: the target user does not exist.
-	ErrNoSuchUser = fmt.Errorf("no such target user (%w)", rpc.ErrNotFound)
+	ErrNoSuchUser = fmt.Errorf("no such target user (%w)", errkind.ErrNotFound)
 	// ErrNotInstalled: the tool is not installed on the host.
-	ErrNotInstalled = fmt.Errorf("tool not installed: %w", rpc.ErrNotFound)
+	ErrNotInstalled = fmt.Errorf("tool not installed: %w", errkind.ErrNotFound)
 	// ErrTimeout: no agent within the timeout; the child was killed.
-	ErrTimeout = fmt.Errorf("timed out (%w)", rpc.ErrTimeout)
+	ErrTimeout = fmt.Errorf("timed out (%w)", errkind.ErrTimeout)
 )
 
 // Prompter describes the tool to Start: how to recognise its password

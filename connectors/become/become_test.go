@@ -13,8 +13,8 @@ import (
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/become"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/becometest"
-	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -112,7 +112,7 @@ func TestNoPromptNoPassword(t *testing.T) {
 func TestWrongPassword(t *testing.T) {
 	t0 := time.Now()
 	_, logs, err := start(t, argv(t, "ask", "the-right-one"), prompter(secret))
-	if !errors.Is(err, become.ErrWrongPassword) || !errors.Is(err, rpc.ErrAuth) {
+	if !errors.Is(err, become.ErrWrongPassword) || !errors.Is(err, errkind.ErrAuth) {
 		t.Fatalf("err = %v", err)
 	}
 	if d := time.Since(t0); d > 5*time.Second {
@@ -126,7 +126,7 @@ func TestWrongPassword(t *testing.T) {
 
 func TestPasswordRequired(t *testing.T) {
 	_, _, err := start(t, argv(t, "ask", "x"), prompter(""))
-	if !errors.Is(err, become.ErrPasswordRequired) || !errors.Is(err, rpc.ErrAuth) {
+	if !errors.Is(err, become.ErrPasswordRequired) || !errors.Is(err, errkind.ErrAuth) {
 		t.Fatalf("err = %v", err)
 	}
 	t.Log(err)
@@ -148,7 +148,7 @@ func TestRedactEcho(t *testing.T) {
 
 func TestClassify(t *testing.T) {
 	_, _, err := start(t, argv(t, "deny", ""), prompter(""))
-	if !errors.Is(err, become.ErrNotAllowed) || !errors.Is(err, rpc.ErrPermission) {
+	if !errors.Is(err, become.ErrNotAllowed) || !errors.Is(err, errkind.ErrPermission) {
 		t.Fatalf("err = %v", err)
 	}
 	if !strings.Contains(err.Error(), "alice is not allowed") {
@@ -181,7 +181,7 @@ func TestTimeout(t *testing.T) {
 	p.Timeout = 300 * time.Millisecond
 	t0 := time.Now()
 	_, _, err := start(t, argv(t, "sleep", ""), p)
-	if !errors.Is(err, become.ErrTimeout) || !errors.Is(err, rpc.ErrTimeout) {
+	if !errors.Is(err, become.ErrTimeout) || !errors.Is(err, errkind.ErrTimeout) {
 		t.Fatalf("err = %v", err)
 	}
 	if d := time.Since(t0); d > 5*time.Second {
@@ -202,7 +202,7 @@ func TestCancel(t *testing.T) {
 
 func TestNotInstalled(t *testing.T) {
 	_, _, err := start(t, []string{"spindle-no-such-tool", become.Script}, prompter(""))
-	if !errors.Is(err, become.ErrNotInstalled) || !errors.Is(err, rpc.ErrNotFound) || !strings.Contains(err.Error(), `"fake-pkg"`) {
+	if !errors.Is(err, become.ErrNotInstalled) || !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), `"fake-pkg"`) {
 		t.Fatalf("err = %v", err)
 	}
 	t.Log(err)

@@ -17,7 +17,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"io"
 	"io/fs"
 	"os"
@@ -29,9 +28,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
+
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
-	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 )
 
@@ -44,23 +45,23 @@ const DefaultTimeout = 60 * time.Second
 var (
 	// ErrNotInstalled: the tool is not on the host (or the path given for
 	// it does not exist).
-	ErrNotInstalled = fmt.Errorf("tool not installed (%w)", rpc.ErrNotFound)
+	ErrNotInstalled = fmt.Errorf("tool not installed (%w)", errkind.ErrNotFound)
 	// ErrNoContainer: the tool knows no container (pod, machine) by that
 	// name.
-	ErrNoContainer = fmt.Errorf("no such container (%w)", rpc.ErrNotFound)
+	ErrNoContainer = fmt.Errorf("no such container (%w)", errkind.ErrNotFound)
 	// ErrNotRunning: the container exists but is not running (stopped,
 	// paused, a completed pod): there is no running container to enter.
-	ErrNotRunning = fmt.Errorf("container not running (%w)", rpc.ErrNotFound)
+	ErrNotRunning = fmt.Errorf("container not running (%w)", errkind.ErrNotFound)
 	// ErrNoShell: the container has no sh to run the first stage.
-	ErrNoShell = fmt.Errorf("no sh in the container (%w)", rpc.ErrNotFound)
+	ErrNoShell = fmt.Errorf("no sh in the container (%w)", errkind.ErrNotFound)
 	// ErrNoSuchUser: the user does not exist in the container.
-	ErrNoSuchUser = fmt.Errorf("no such user in the container (%w)", rpc.ErrNotFound)
+	ErrNoSuchUser = fmt.Errorf("no such user in the container (%w)", errkind.ErrNotFound)
 	// ErrPermission: the tool (or its daemon) refused the caller.
-	ErrPermission = fmt.Errorf("not allowed to use the container tool (%w)", rpc.ErrPermission)
+	ErrPermission = fmt.Errorf("not allowed to use the container tool (%w)", errkind.ErrPermission)
 	// ErrNoDaemon: the tool could not reach its daemon or API server.
 	ErrNoDaemon = errors.New("the container engine is not reachable")
 	// ErrTimeout: no agent within the timeout; the child was killed.
-	ErrTimeout = fmt.Errorf("timed out (%w)", rpc.ErrTimeout)
+	ErrTimeout = fmt.Errorf("timed out (%w)", errkind.ErrTimeout)
 )
 
 // Rule maps a tool message to an error kind and says what to do.
@@ -118,7 +119,7 @@ type Tool struct {
 }
 
 // Resolve finds the tool's executable. A missing tool is an error
-// wrapping ErrNotInstalled (rpc.ErrNotFound) that says what to install or
+// wrapping ErrNotInstalled (errkind.ErrNotFound) that says what to install or
 // set.
 func (t Tool) Resolve() (string, error) {
 	p := t.Path
@@ -515,10 +516,10 @@ func argvForLog(av []string, script string) []string {
 // ("Container").
 func CheckName(tool, what, name string) error {
 	if name == "" {
-		return rpc.Errorf(rpc.ErrBadArgs, "%s: %s is required", tool, what)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: %s is required", tool, what)
 	}
 	if strings.HasPrefix(name, "-") || strings.ContainsFunc(name, func(r rune) bool { return r < ' ' || r == 0x7f }) {
-		return rpc.Errorf(rpc.ErrBadArgs, "%s: %s %q is not a valid name", tool, what, name)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: %s %q is not a valid name", tool, what, name)
 	}
 	return nil
 }
@@ -574,7 +575,7 @@ func NumericIDs(kind, tool, user string) (uid, gid string, err error) {
 			continue
 		}
 		if _, err := strconv.ParseUint(n, 10, 32); err != nil {
-			return "", "", rpc.Errorf(rpc.ErrBadArgs, "%s: User %q: %s takes a numeric uid or uid:gid, not a name", kind, user, tool)
+			return "", "", errkind.Errorf(errkind.ErrBadArgs, "%s: User %q: %s takes a numeric uid or uid:gid, not a name", kind, user, tool)
 		}
 	}
 	return uid, gid, nil

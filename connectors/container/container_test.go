@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
@@ -153,7 +155,7 @@ func TestUploadFormat(t *testing.T) {
 }
 
 // TestClassifiedFailure: a tool that says the container does not exist
-// gives ErrNoContainer (rpc.ErrNotFound) with the hint and its words.
+// gives ErrNoContainer (errkind.ErrNotFound) with the hint and its words.
 func TestClassifiedFailure(t *testing.T) {
 	req, _ := request(t)
 	_, err := container.Start(context.Background(), req, container.Hop{
@@ -163,7 +165,7 @@ func TestClassifiedFailure(t *testing.T) {
 		},
 		Rules: fakeRules,
 	})
-	if !errors.Is(err, container.ErrNoContainer) || !errors.Is(err, rpc.ErrNotFound) {
+	if !errors.Is(err, container.ErrNoContainer) || !errors.Is(err, errkind.ErrNotFound) {
 		t.Fatalf("%v: want ErrNoContainer", err)
 	}
 	for _, w := range []string{"fake: no such container", "check the name with `fake ps`", "No such container: app1"} {
@@ -206,7 +208,7 @@ func TestUnrecognisedFailure(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "fake: ") || !strings.Contains(err.Error(), "something odd") {
 		t.Fatalf("%v", err)
 	}
-	if errors.Is(err, rpc.ErrNotFound) {
+	if errors.Is(err, errkind.ErrNotFound) {
 		t.Errorf("an unrecognised failure has a kind: %v", err)
 	}
 }
@@ -228,7 +230,7 @@ func TestTimeout(t *testing.T) {
 		},
 		Timeout: 200 * time.Millisecond,
 	})
-	if !errors.Is(err, container.ErrTimeout) || !errors.Is(err, rpc.ErrTimeout) {
+	if !errors.Is(err, container.ErrTimeout) || !errors.Is(err, errkind.ErrTimeout) {
 		t.Fatalf("%v: want ErrTimeout", err)
 	}
 	// Its whole process group is gone, sleep included.
@@ -322,7 +324,7 @@ func TestToolOutput(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 	_, err = sh.Output(context.Background(), fakeRules, "-c", "echo odd >&2; exit 1")
-	if err == nil || errors.Is(err, rpc.ErrNotFound) || !strings.Contains(err.Error(), "odd") {
+	if err == nil || errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), "odd") {
 		t.Fatalf("%v", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -335,7 +337,7 @@ func TestToolOutput(t *testing.T) {
 func TestCheckName(t *testing.T) {
 	for name, ok := range map[string]bool{"app1": true, "a.b_c-d": true, "": false, "-it": false, "a\nb": false} {
 		err := container.CheckName("docker", "Container", name)
-		if (err == nil) != ok || (err != nil && !errors.Is(err, rpc.ErrBadArgs)) {
+		if (err == nil) != ok || (err != nil && !errors.Is(err, errkind.ErrBadArgs)) {
 			t.Errorf("%q: %v", name, err)
 		}
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/container"
 	"github.com/spindle-rpc/spindle/connectors/lxc"
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
 )
@@ -41,7 +41,7 @@ func TestArgv(t *testing.T) {
 // runs.
 func TestUserMustBeNumeric(t *testing.T) {
 	_, err := (lxc.Options{Container: "c1", User: "app"}).Start(context.Background(), connectors.StartRequest{})
-	if !errors.Is(err, rpc.ErrBadArgs) || !strings.Contains(err.Error(), "numeric") {
+	if !errors.Is(err, errkind.ErrBadArgs) || !strings.Contains(err.Error(), "numeric") {
 		t.Fatalf("%v", err)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/container"
 	"github.com/spindle-rpc/spindle/connectors/lxd"
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
 )
@@ -38,7 +38,7 @@ func TestArgv(t *testing.T) {
 
 func TestUserMustBeNumeric(t *testing.T) {
 	_, err := (lxd.Options{Container: "c1", User: "app"}).Start(context.Background(), connectors.StartRequest{})
-	if !errors.Is(err, rpc.ErrBadArgs) || !strings.Contains(err.Error(), "numeric") {
+	if !errors.Is(err, errkind.ErrBadArgs) || !strings.Contains(err.Error(), "numeric") {
 		t.Fatalf("%v", err)
 	}
 }

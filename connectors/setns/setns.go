@@ -38,7 +38,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spindle-rpc/spindle/internal/lazyre"
 	"io"
 	"io/fs"
 	"os"
@@ -50,10 +49,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/lazyre"
+
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/container"
-	"github.com/spindle-rpc/spindle/rpc"
 	"golang.org/x/sys/unix"
 )
 
@@ -131,7 +132,7 @@ func (o Options) tool() (container.Tool, error) {
 	case LXC:
 		return container.Tool{Name: "lxc-info", Path: o.RuntimePath, Option: "RuntimePath", Install: "the lxc package"}, nil
 	}
-	return container.Tool{}, rpc.Errorf(rpc.ErrBadArgs, "setns: Runtime %q: want %q, %q or %q", o.Runtime, Docker, Podman, LXC)
+	return container.Tool{}, errkind.Errorf(errkind.ErrBadArgs, "setns: Runtime %q: want %q, %q or %q", o.Runtime, Docker, Podman, LXC)
 }
 
 // InspectArgv is the command that asks Runtime for Container's leader
@@ -170,7 +171,7 @@ func (o Options) inspectRules() []container.Rule {
 // leader returns the PID of the process whose namespaces to join.
 func (o Options) leader(ctx context.Context) (int, error) {
 	if (o.PID > 0) == (o.Container != "") {
-		return 0, rpc.Errorf(rpc.ErrBadArgs, "setns: set exactly one of PID and Container")
+		return 0, errkind.Errorf(errkind.ErrBadArgs, "setns: set exactly one of PID and Container")
 	}
 	if o.PID > 0 {
 		return o.PID, nil
@@ -423,7 +424,7 @@ func lookupUser(root *os.File, spec string) (user, error) {
 	if hasGroup {
 		gid, err := strconv.ParseUint(group, 10, 32)
 		if err != nil {
-			return user{}, rpc.Errorf(rpc.ErrBadArgs, "setns: User %q: the group must be a numeric gid", spec)
+			return user{}, errkind.Errorf(errkind.ErrBadArgs, "setns: User %q: the group must be a numeric gid", spec)
 		}
 		u.gid = uint32(gid)
 	}

@@ -16,9 +16,9 @@ import (
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/container"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
-	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
 	"golang.org/x/sys/unix"
@@ -78,7 +78,7 @@ func TestRegistry(t *testing.T) {
 func TestLeaderArgs(t *testing.T) {
 	ctx := context.Background()
 	for _, o := range []Options{{}, {PID: 1, Container: "x"}, {Container: "x", Runtime: "rkt"}, {Container: "-x"}} {
-		if _, err := o.leader(ctx); !errors.Is(err, rpc.ErrBadArgs) {
+		if _, err := o.leader(ctx); !errors.Is(err, errkind.ErrBadArgs) {
 			t.Errorf("%+v: %v, want ErrBadArgs", o, err)
 		}
 	}
@@ -162,10 +162,10 @@ func TestLookupUser(t *testing.T) {
 			t.Errorf("%q: %+v, %v; want %+v", spec, got, err, want)
 		}
 	}
-	if _, err := lookupUser(root, "nosuchuser"); !errors.Is(err, container.ErrNoSuchUser) || !errors.Is(err, rpc.ErrNotFound) {
+	if _, err := lookupUser(root, "nosuchuser"); !errors.Is(err, container.ErrNoSuchUser) || !errors.Is(err, errkind.ErrNotFound) {
 		t.Errorf("nosuchuser: %v", err)
 	}
-	if _, err := lookupUser(root, "app:staff"); !errors.Is(err, rpc.ErrBadArgs) {
+	if _, err := lookupUser(root, "app:staff"); !errors.Is(err, errkind.ErrBadArgs) {
 		t.Errorf("app:staff: %v", err)
 	}
 }

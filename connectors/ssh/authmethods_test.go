@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 )
@@ -72,7 +72,7 @@ func TestAuthMethodsFromConfig(t *testing.T) {
 			t.Errorf("%s, %s: %v", how, o.Host, err)
 		case !wantOK && err == nil:
 			t.Errorf("%s, %s: logged in", how, o.Host)
-		case !wantOK && !errors.Is(err, rpc.ErrAuth):
+		case !wantOK && !errors.Is(err, errkind.ErrAuth):
 			t.Errorf("%s, %s: %v; want an authentication failure", how, o.Host, err)
 		}
 		mu.Lock()

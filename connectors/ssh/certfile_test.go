@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 )
@@ -52,7 +52,7 @@ func TestCertificateFile(t *testing.T) {
 			t.Errorf("%s, %s: %v", how, o.Host, err)
 		case !wantOK && err == nil:
 			t.Errorf("%s, %s: a plain key got in where only certificates may", how, o.Host)
-		case !wantOK && !errors.Is(err, rpc.ErrAuth):
+		case !wantOK && !errors.Is(err, errkind.ErrAuth):
 			t.Errorf("%s, %s: %v; want an authentication failure", how, o.Host, err)
 		}
 		if l != nil {

@@ -14,7 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -498,10 +498,10 @@ func handshake(ctx context.Context, conn net.Conn, addr string, cfg *gossh.Clien
 	return gossh.NewClient(c, chans, reqs), nil
 }
 
-// timeoutError is a timeout that errors.Is both rpc.ErrTimeout and
+// timeoutError is a timeout that errors.Is both errkind.ErrTimeout and
 // context.DeadlineExceeded.
 func timeoutError(msg string) error {
-	return &kindError{msg: msg, kinds: []error{rpc.ErrTimeout, context.DeadlineExceeded}}
+	return &kindError{msg: msg, kinds: []error{errkind.ErrTimeout, context.DeadlineExceeded}}
 }
 
 type kindError struct {
@@ -592,7 +592,7 @@ func classifyHandshake(err error, hk *hostKeyChecker, s *settings, addr string) 
 		return fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
 	if errors.Is(err, errPasswordsRefused) {
-		return &kindError{kinds: []error{rpc.ErrAuth, err}, msg: fmt.Sprintf(
+		return &kindError{kinds: []error{errkind.ErrAuth, err}, msg: fmt.Sprintf(
 			"authentication as %s@%s failed: the server refused each of the %d passwords typed (NumberOfPasswordPrompts)",
 			s.user, s.display, (&prompter{tries: s.passwordPrompts}).maxTries())}
 	}
@@ -602,7 +602,7 @@ func classifyHandshake(err error, hk *hostKeyChecker, s *settings, addr string) 
 	msg := err.Error()
 	if strings.Contains(msg, "unable to authenticate") || strings.Contains(msg, "no supported methods remain") ||
 		strings.Contains(msg, "Too many authentication failures") {
-		return &kindError{kinds: []error{rpc.ErrAuth, err}, msg: fmt.Sprintf(
+		return &kindError{kinds: []error{errkind.ErrAuth, err}, msg: fmt.Sprintf(
 			"authentication as %s@%s failed (%s): check the user name, load your key into ssh-agent (ssh-add) or set IdentityFiles, or give a password",
 			s.user, s.display, strings.TrimPrefix(msg, "ssh: handshake failed: "))}
 	}

@@ -21,7 +21,7 @@ import (
 	"github.com/skeema/knownhosts"
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	gossh "golang.org/x/crypto/ssh"
@@ -268,7 +268,7 @@ func TestHandshakeTimeout(t *testing.T) {
 	if err == nil {
 		t.Fatal("Start succeeded against a silent server")
 	}
-	if !errors.Is(err, rpc.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "300ms") {
+	if !errors.Is(err, errkind.ErrTimeout) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "300ms") {
 		t.Fatalf("err = %v, want a timeout naming ConnectTimeout", err)
 	}
 	if el < 250*time.Millisecond || el > 3*time.Second {
@@ -356,7 +356,7 @@ func TestAuthFailure(t *testing.T) {
 	o := Options{Host: "127.0.0.1", Port: srv.port, User: "tester", Password: "hunter2", ConfigFile: "none",
 		KnownHostsFiles: []string{knownHosts(t, srv)}}
 	_, err := connect(context.Background(), o, zap.NewNop(), 0)
-	if !errors.Is(err, rpc.ErrAuth) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "tester@127.0.0.1") {
+	if !errors.Is(err, errkind.ErrAuth) || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "tester@127.0.0.1") {
 		t.Fatalf("err = %v", err)
 	}
 	t.Log(err)
@@ -370,7 +370,7 @@ func TestHostKeyOverTheWire(t *testing.T) {
 	o := Options{Host: "127.0.0.1", Port: srv.port, User: "tester", Password: "pw", ConfigFile: "none",
 		KnownHostsFiles: []string{empty}}
 	_, err := connect(context.Background(), o, zap.NewNop(), 0)
-	if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "is not known") {
+	if !errors.Is(err, errkind.ErrHostKey) || !strings.Contains(err.Error(), "is not known") {
 		t.Fatalf("strict, unknown: %v", err)
 	}
 	o.HostKeyPolicy = HostKeyAcceptNew
@@ -390,7 +390,7 @@ func TestHostKeyOverTheWire(t *testing.T) {
 	writeFile(t, empty, knownhosts.Line([]string{knownhosts.Normalize("127.0.0.1:" + strconv.Itoa(srv2.port))}, srv.hostKey.PublicKey())+"\n")
 	o.Port = srv2.port
 	_, err = connect(context.Background(), o, zap.NewNop(), 0)
-	if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), empty+":1") {
+	if !errors.Is(err, errkind.ErrHostKey) || !strings.Contains(err.Error(), empty+":1") {
 		t.Fatalf("changed: %v", err)
 	}
 }

@@ -11,8 +11,8 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
-	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -145,7 +145,7 @@ func (h Hop) Start(ctx context.Context, req connectors.StartRequest) (*bootstrap
 		HostKeyCallback: func(hostname string, remote net.Addr, key gossh.PublicKey) error {
 			r, err := askUser(extHostKey, &hostKeyRequest{Hostname: hostname, Remote: remote.String(), Key: key.Marshal()})
 			if err == nil && r.Err != "" {
-				err = rpc.Errorf(rpc.ErrHostKey, "%s", r.Err)
+				err = errkind.Errorf(errkind.ErrHostKey, "%s", r.Err)
 			}
 			hostKeyErr = err
 			return err
@@ -299,7 +299,7 @@ func ask(lent agent.ExtendedAgent, typ string, req any) (*helperReply, error) {
 		return nil, fmt.Errorf("asking the controller (%s): %w", typ, err)
 	}
 	if r.Kind == "auth" {
-		return nil, rpc.Errorf(rpc.ErrAuth, "%s", r.Err)
+		return nil, errkind.Errorf(errkind.ErrAuth, "%s", r.Err)
 	}
 	return &r, nil
 }

@@ -10,7 +10,7 @@ import (
 	"sync"
 
 	"github.com/skeema/knownhosts"
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
@@ -120,7 +120,7 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 		var revoked *xknownhosts.RevokedError
 		if errors.As(err, &revoked) {
 			return hk.reject(fmt.Errorf("%w: the host key %s %s for %s is marked @revoked in %s:%d",
-				rpc.ErrHostKey, key.Type(), fp, display, revoked.Revoked.Filename, revoked.Revoked.Line))
+				errkind.ErrHostKey, key.Type(), fp, display, revoked.Revoked.Filename, revoked.Revoked.Line))
 		}
 		if hk.policy == HostKeyOff {
 			hk.log.Warn("host key checking is off: accepting any host key", zap.String("host", display),
@@ -129,7 +129,7 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 		}
 		var ke *xknownhosts.KeyError
 		if !errors.As(err, &ke) {
-			return hk.reject(fmt.Errorf("%w: checking the host key of %s: %v", rpc.ErrHostKey, display, err))
+			return hk.reject(fmt.Errorf("%w: checking the host key of %s: %v", errkind.ErrHostKey, display, err))
 		}
 		if len(ke.Want) > 0 {
 			w := ke.Want[0]
@@ -138,7 +138,7 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 				zap.String("known_hosts", fmt.Sprintf("%s:%d", w.Filename, w.Line)))
 			return hk.reject(fmt.Errorf("%w: HOST KEY FOR %s HAS CHANGED (offered %s %s; known_hosts has a different key at %s:%d). "+
 				"Someone could be eavesdropping, or the host was reinstalled: if you are sure, remove that line (ssh-keygen -R %s) and connect again",
-				rpc.ErrHostKey, display, key.Type(), fp, w.Filename, w.Line, knownhosts.Normalize(hostname)))
+				errkind.ErrHostKey, display, key.Type(), fp, w.Filename, w.Line, knownhosts.Normalize(hostname)))
 		}
 		// Unknown host.
 		switch {
@@ -148,10 +148,10 @@ func (hk *hostKeyChecker) callback(display string) gossh.HostKeyCallback {
 			}
 		case hk.policy != HostKeyAcceptNew:
 			return hk.reject(fmt.Errorf("%w: host key for %s is not known (%s %s): add it with ssh-keyscan or use accept-new",
-				rpc.ErrHostKey, display, key.Type(), fp))
+				errkind.ErrHostKey, display, key.Type(), fp))
 		}
 		if err := hk.record(hostname, key); err != nil {
-			return hk.reject(fmt.Errorf("%w: recording the new host key of %s: %v", rpc.ErrHostKey, display, err))
+			return hk.reject(fmt.Errorf("%w: recording the new host key of %s: %v", errkind.ErrHostKey, display, err))
 		}
 		hk.log.Warn("permanently added a new host key to known_hosts", zap.String("host", display),
 			zap.String("key", key.Type()+" "+fp), zap.String("known_hosts", hk.write))
@@ -170,17 +170,17 @@ func (hk *hostKeyChecker) ask(display string, key gossh.PublicKey, fp string) er
 	for try := 0; try < askTries; try++ {
 		a, err := hk.confirm(q)
 		if err != nil {
-			return fmt.Errorf("%w: host key for %s is not known (%s %s), and asking failed: %v", rpc.ErrHostKey, display, key.Type(), fp, err)
+			return fmt.Errorf("%w: host key for %s is not known (%s %s), and asking failed: %v", errkind.ErrHostKey, display, key.Type(), fp, err)
 		}
 		switch a = strings.TrimSpace(a); {
 		case strings.EqualFold(a, "yes") || a == fp:
 			return nil
 		case strings.EqualFold(a, "no"):
-			return fmt.Errorf("%w: host key for %s (%s %s) not accepted", rpc.ErrHostKey, display, key.Type(), fp)
+			return fmt.Errorf("%w: host key for %s (%s %s) not accepted", errkind.ErrHostKey, display, key.Type(), fp)
 		}
 		q = "Please type 'yes', 'no' or the fingerprint: "
 	}
-	return fmt.Errorf("%w: host key for %s (%s %s) not accepted: no clear answer", rpc.ErrHostKey, display, key.Type(), fp)
+	return fmt.Errorf("%w: host key for %s (%s %s) not accepted: no clear answer", errkind.ErrHostKey, display, key.Type(), fp)
 }
 
 // keyName is ssh's short name for a key type, as its question shows it.

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/skeema/knownhosts"
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
@@ -63,13 +63,13 @@ func TestHostKeyPolicies(t *testing.T) {
 		t.Fatalf("[host]:port entry: %v", err)
 	}
 	err = checkKey(t, hk, "alt.example.com:22", portKey.PublicKey())
-	if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "host key for alt.example.com is not known") ||
+	if !errors.Is(err, errkind.ErrHostKey) || !strings.Contains(err.Error(), "host key for alt.example.com is not known") ||
 		!strings.Contains(err.Error(), "ssh-keyscan or use accept-new") {
 		t.Fatalf("unknown: %v", err)
 	}
 	// Changed: names the file and line of the stored key.
 	err = checkKey(t, hk, "alt.example.com:2222", otherKey.PublicKey())
-	if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "HAS CHANGED") ||
+	if !errors.Is(err, errkind.ErrHostKey) || !strings.Contains(err.Error(), "HAS CHANGED") ||
 		!strings.Contains(err.Error(), fmt.Sprintf("%s:3", kh)) {
 		t.Fatalf("changed: %v", err)
 	}
@@ -97,7 +97,7 @@ func TestHostKeyPolicies(t *testing.T) {
 	if algos := hk.algorithms("web.ca.example.com:22"); len(algos) == 0 || !strings.Contains(algos[0], "cert") {
 		t.Fatalf("cert-authority algorithms = %v", algos)
 	}
-	if err := checkKey(t, hk, "web.ca.example.com:22", hostKey.PublicKey()); !errors.Is(err, rpc.ErrHostKey) {
+	if err := checkKey(t, hk, "web.ca.example.com:22", hostKey.PublicKey()); !errors.Is(err, errkind.ErrHostKey) {
 		t.Fatalf("plain key for a CA-only host: %v", err)
 	}
 
@@ -133,7 +133,7 @@ func TestHostKeyRevoked(t *testing.T) {
 		hk.confirm = func(string) (string, error) { return "yes", nil }
 		for _, host := range []string{"web.example.com:22", "new.example.com:22"} {
 			err := checkKey(t, hk, host, bad.PublicKey())
-			if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), "@revoked in "+kh+":2") {
+			if !errors.Is(err, errkind.ErrHostKey) || !strings.Contains(err.Error(), "@revoked in "+kh+":2") {
 				t.Errorf("%s, %s: %v; want refused as @revoked at %s:2", policy, host, err, kh)
 			}
 		}
@@ -181,7 +181,7 @@ func TestHostKeyAcceptNew(t *testing.T) {
 				t.Fatalf("recorded key: %v", err)
 			}
 			err = checkKey(t, hk2, "new.example.com:2222", other.PublicKey())
-			if !errors.Is(err, rpc.ErrHostKey) || !strings.Contains(err.Error(), kh+":1") {
+			if !errors.Is(err, errkind.ErrHostKey) || !strings.Contains(err.Error(), kh+":1") {
 				t.Fatalf("changed after accept-new: %v", err)
 			}
 		})
@@ -247,7 +247,7 @@ func TestHostKeyAsk(t *testing.T) {
 			}
 		}
 		err = checkKey(t, hk, "web1:22", key)
-		if (err == nil) != c.ok || err != nil && !errors.Is(err, rpc.ErrHostKey) {
+		if (err == nil) != c.ok || err != nil && !errors.Is(err, errkind.ErrHostKey) {
 			t.Errorf("answers %q: %v", c.answers, err)
 		}
 		if c.answers != nil && !strings.Contains(questions[0], "The authenticity of host 'web1' can't be established.\nED25519 key fingerprint is "+fp) {
@@ -292,7 +292,7 @@ func TestHostKeyAskOverTheWire(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "config")
 	writeFile(t, cfg, "Host *\n  BatchMode yes\n")
 	o.ConfigFile = cfg
-	if _, err := connect(context.Background(), o, zap.NewNop(), 0); err == nil || !errors.Is(err, rpc.ErrHostKey) || asked != 1 {
+	if _, err := connect(context.Background(), o, zap.NewNop(), 0); err == nil || !errors.Is(err, errkind.ErrHostKey) || asked != 1 {
 		t.Fatalf("BatchMode: %v, asked %d times; want a refusal without a question", err, asked)
 	}
 }

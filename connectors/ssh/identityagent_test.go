@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/sshagenttest"
-	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/zap"
 	gossh "golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
@@ -83,7 +83,7 @@ func TestIdentityAgent(t *testing.T) {
 		if err == nil {
 			l.Close()
 			t.Errorf("%s, %s: connected without the agent", how, o.Host)
-		} else if !errors.Is(err, rpc.ErrAuth) {
+		} else if !errors.Is(err, errkind.ErrAuth) {
 			t.Errorf("%s, %s: %v; want an authentication failure", how, o.Host, err)
 		}
 	}

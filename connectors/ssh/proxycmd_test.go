@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 )
 
@@ -98,7 +98,7 @@ func TestProxyCommandFails(t *testing.T) {
 	o.ProxyCommand = "sh -c 'echo $$ > " + pidFile + "; exec sleep 600'"
 	o.ConnectTimeout = 300 * time.Millisecond
 	_, err = connect(context.Background(), o, zap.NewNop(), 0)
-	if err == nil || !errors.Is(err, rpc.ErrTimeout) || !strings.Contains(err.Error(), "ProxyCommand") {
+	if err == nil || !errors.Is(err, errkind.ErrTimeout) || !strings.Contains(err.Error(), "ProxyCommand") {
 		t.Fatalf("hanging ProxyCommand: %v; want a timeout naming the ProxyCommand", err)
 	}
 	checkGone := func(what string) {

@@ -12,6 +12,7 @@ import (
 	"os"
 
 	"github.com/spindle-rpc/spindle/agent"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -32,7 +33,7 @@ func greet(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if a.Name == "" {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "hello.Greet: name is required")
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "hello.Greet: name is required")
 	}
 	return &Greeting{Text: fmt.Sprintf("hello, %s", a.Name), PID: os.Getpid()}, nil
 }

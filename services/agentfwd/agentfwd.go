@@ -41,6 +41,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -68,7 +69,7 @@ func Register(reg *rpc.Registry) { reg.Handle(MethodServe, handleServe) }
 func handleServe(ctx context.Context, call *rpc.Call) (any, error) {
 	circ := call.Circuit
 	if circ == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodServe)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit", MethodServe)
 	}
 	defer circ.Close()
 	dir, err := os.MkdirTemp("", "spindle-agent-")
@@ -87,7 +88,7 @@ func handleServe(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	mine := &path
 	if !socket.CompareAndSwap(nil, mine) {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: this agent already forwards an ssh-agent (%s)", MethodServe, Socket())
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: this agent already forwards an ssh-agent (%s)", MethodServe, Socket())
 	}
 	defer socket.CompareAndSwap(mine, nil)
 	if err := writeFrame(circ, []byte(path)); err != nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -93,16 +94,16 @@ func (s *Service) start(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	rt := s.host.Router
 	if a.ID == 0 || a.ID == rt.ID() {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: id %d cannot be a child", MethodStart, a.ID)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: id %d cannot be a child", MethodStart, a.ID)
 	}
 	newZero, ok := connectors.Lookup(a.Kind)
 	if !ok {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: this agent cannot start %q hops", MethodStart, a.Kind)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: this agent cannot start %q hops", MethodStart, a.Kind)
 	}
 	c := newZero()
 	if len(a.Options) > 0 {
 		if err := wire.Unmarshal(a.Options, c); err != nil {
-			return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: %s options: %v", MethodStart, a.Kind, err)
+			return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: %s options: %v", MethodStart, a.Kind, err)
 		}
 	}
 	// A delegated hop (ssh from this agent) gets the circuit on which the
@@ -148,7 +149,7 @@ func (s *Service) close(ctx context.Context, call *rpc.Call) (any, error) {
 	conn := s.children[a.ID]
 	s.mu.Unlock()
 	if conn == nil {
-		return nil, rpc.Errorf(rpc.ErrNotFound, "%s: no child %d", MethodClose, a.ID)
+		return nil, errkind.Errorf(errkind.ErrNotFound, "%s: no child %d", MethodClose, a.ID)
 	}
 	return nil, conn.Close()
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/goleak"
 )
@@ -75,7 +76,7 @@ func TestRunEnv(t *testing.T) {
 	if got := string(res.Stdout); got != "A=1\n" {
 		t.Fatalf("clear env: %q", got)
 	}
-	if _, err := runDirect(t, context.Background(), Cmd{Argv: []string{"true"}, Env: map[string]string{"A=B": "1"}}); !errors.Is(err, rpc.ErrBadArgs) {
+	if _, err := runDirect(t, context.Background(), Cmd{Argv: []string{"true"}, Env: map[string]string{"A=B": "1"}}); !errors.Is(err, errkind.ErrBadArgs) {
 		t.Fatalf("bad name: %v", err)
 	}
 }
@@ -93,7 +94,7 @@ func TestRunDir(t *testing.T) {
 		t.Fatalf("pwd %q, want %q", got, dir)
 	}
 	_, err = runDirect(t, context.Background(), Cmd{Argv: []string{"/bin/pwd"}, Dir: filepath.Join(dir, "missing")})
-	if !errors.Is(rpc.ToRemote(err), rpc.ErrNotFound) {
+	if !errors.Is(rpc.ToRemote(err), errkind.ErrNotFound) {
 		t.Fatalf("missing dir: %v", err)
 	}
 }
@@ -101,7 +102,7 @@ func TestRunDir(t *testing.T) {
 func TestRunStartErrors(t *testing.T) {
 	for _, argv := range [][]string{{"spindle-no-such-binary"}, {"/nonexistent/bin/x"}} {
 		_, err := Run(context.Background(), newLocalCaller(), Cmd{Argv: argv})
-		if !errors.Is(rpc.ToRemote(err), rpc.ErrNotFound) {
+		if !errors.Is(rpc.ToRemote(err), errkind.ErrNotFound) {
 			t.Errorf("%v: %v, want not found", argv, err)
 		}
 	}
@@ -111,11 +112,11 @@ func TestRunStartErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Even root cannot execute a file without any x bit.
-	if _, err := Run(context.Background(), newLocalCaller(), Cmd{Argv: []string{f}}); !errors.Is(rpc.ToRemote(err), rpc.ErrPermission) {
+	if _, err := Run(context.Background(), newLocalCaller(), Cmd{Argv: []string{f}}); !errors.Is(rpc.ToRemote(err), errkind.ErrPermission) {
 		t.Errorf("not executable: %v, want permission", err)
 	}
 	for _, c := range []Cmd{{}, {Argv: []string{"true"}, Shell: "true"}, {Shell: "true", PTY: true}, {Shell: "true", Timeout: -1}} {
-		if _, err := Run(context.Background(), newLocalCaller(), c); !errors.Is(err, rpc.ErrBadArgs) {
+		if _, err := Run(context.Background(), newLocalCaller(), c); !errors.Is(err, errkind.ErrBadArgs) {
 			t.Errorf("%+v: %v, want bad args", c, err)
 		}
 	}
@@ -209,7 +210,7 @@ func TestRunCancel(t *testing.T) {
 	}
 	cancel()
 	err := <-errc
-	if !errors.Is(rpc.ToRemote(err), rpc.ErrCanceled) {
+	if !errors.Is(rpc.ToRemote(err), errkind.ErrCanceled) {
 		t.Fatalf("err %v, want canceled", err)
 	}
 	waitGone(t, pids(t, string(data))...)
@@ -320,7 +321,7 @@ func TestStartCancelKillsGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	cancel()
-	if _, err := p.Wait(); !errors.Is(rpc.ToRemote(err), rpc.ErrCanceled) {
+	if _, err := p.Wait(); !errors.Is(rpc.ToRemote(err), errkind.ErrCanceled) {
 		t.Fatalf("err %v, want canceled", err)
 	}
 	waitGone(t, pids(t, line)...)
@@ -347,7 +348,7 @@ func TestStartSignal(t *testing.T) {
 
 func TestStartNeedsCircuit(t *testing.T) {
 	call, _, _ := rpc.NewCall(MethodStart, &Cmd{Argv: []string{"true"}}, nil)
-	if _, err := handleStart(context.Background(), call); !errors.Is(err, rpc.ErrBadArgs) {
+	if _, err := handleStart(context.Background(), call); !errors.Is(err, errkind.ErrBadArgs) {
 		t.Fatal(err)
 	}
 }
@@ -357,7 +358,7 @@ func TestStartMissingBinary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := p.Wait(); !errors.Is(err, rpc.ErrNotFound) {
+	if _, err := p.Wait(); !errors.Is(err, errkind.ErrNotFound) {
 		t.Fatalf("%v, want not found", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/testconn"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -27,7 +28,7 @@ func newLocalCaller() *localCaller {
 func (l *localCaller) Call(ctx context.Context, method string, args, result any) error {
 	h, ok := l.reg.Lookup(method)
 	if !ok {
-		return rpc.Errorf(rpc.ErrUnknownMethod, "unknown method %q", method)
+		return errkind.Errorf(errkind.ErrUnknownMethod, "unknown method %q", method)
 	}
 	call, _, err := rpc.NewCall(method, args, nil)
 	if err != nil {
@@ -54,7 +55,7 @@ func encodeReply(res any, err error, result any) error {
 func (l *localCaller) Stream(ctx context.Context, method string, args any) (rpc.Stream, error) {
 	h, ok := l.reg.Lookup(method)
 	if !ok {
-		return nil, rpc.Errorf(rpc.ErrUnknownMethod, "unknown method %q", method)
+		return nil, errkind.Errorf(errkind.ErrUnknownMethod, "unknown method %q", method)
 	}
 	client, server := socketpair()
 	call, controls, err := rpc.NewCall(method, args, halfCloser{server})
@@ -105,7 +106,7 @@ func (s *localStream) Wait(result any) error {
 func (s *localStream) Control(c rpc.Control) error {
 	select {
 	case <-s.done:
-		return rpc.Errorf(rpc.ErrNotFound, "call ended")
+		return errkind.Errorf(errkind.ErrNotFound, "call ended")
 	case s.controls <- c:
 		return nil
 	}

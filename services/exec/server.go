@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/creack/pty"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"golang.org/x/sys/unix"
@@ -37,12 +38,12 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if c.PTY {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: a PTY needs exec.Start", MethodRun)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: a PTY needs exec.Start", MethodRun)
 	}
 	limit := c.MaxOutput
 	switch {
 	case limit < 0:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative MaxOutput", MethodRun)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative MaxOutput", MethodRun)
 	case limit == 0:
 		limit = DefaultRunMaxOutput
 	case limit > MaxRunOutput:
@@ -85,10 +86,10 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	circ := call.Circuit
 	if circ == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodStart)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit", MethodStart)
 	}
 	if c.MaxOutput < 0 {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative MaxOutput", MethodStart)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative MaxOutput", MethodStart)
 	}
 	tctx, cancel, err := withTimeout(ctx, &c, MethodStart)
 	if err != nil {
@@ -324,7 +325,7 @@ func handleControls(call *rpc.Call, pgid int, master *os.File) (stop func()) {
 func withTimeout(ctx context.Context, c *Cmd, method string) (context.Context, context.CancelFunc, error) {
 	switch {
 	case c.Timeout < 0:
-		return nil, nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative Timeout", method)
+		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative Timeout", method)
 	case c.Timeout > 0:
 		tctx, cancel := context.WithTimeout(ctx, c.Timeout)
 		return tctx, cancel, nil
@@ -338,17 +339,17 @@ func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
 	var argv []string
 	switch {
 	case len(c.Argv) > 0 && c.Shell != "":
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: both Argv and Shell are set", method)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: both Argv and Shell are set", method)
 	case c.Shell != "":
 		argv = []string{"/bin/sh", "-c", c.Shell}
 	case len(c.Argv) > 0 && c.Argv[0] != "":
 		argv = c.Argv
 	default:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: no command (set Argv or Shell)", method)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: no command (set Argv or Shell)", method)
 	}
 	env, err := buildEnv(c)
 	if err != nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: %v", method, err)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: %v", method, err)
 	}
 	if c.Dir != "" {
 		// The child's chdir error would be reported as "fork/exec <argv0>:
@@ -358,7 +359,7 @@ func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
 			return nil, startError(method, argv[0], fmt.Errorf("working directory: %w", err))
 		}
 		if !fi.IsDir() {
-			return nil, rpc.Errorf(rpc.ErrNotFound, "%s %s: working directory %s is not a directory", method, argv[0], c.Dir)
+			return nil, errkind.Errorf(errkind.ErrNotFound, "%s %s: working directory %s is not a directory", method, argv[0], c.Dir)
 		}
 	}
 	cmd := osexec.CommandContext(ctx, argv[0], argv[1:]...)
@@ -430,9 +431,9 @@ var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNu
 func startError(method, prog string, err error) error {
 	switch {
 	case errors.Is(err, osexec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return rpc.Errorf(rpc.ErrNotFound, "%s %s: %v", method, prog, err)
+		return errkind.Errorf(errkind.ErrNotFound, "%s %s: %v", method, prog, err)
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, osexec.ErrDot):
-		return rpc.Errorf(rpc.ErrPermission, "%s %s: %v", method, prog, err)
+		return errkind.Errorf(errkind.ErrPermission, "%s %s: %v", method, prog, err)
 	}
 	return fmt.Errorf("%s %s: %w", method, prog, err)
 }

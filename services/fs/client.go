@@ -18,7 +18,7 @@ func Lstat(ctx context.Context, c rpc.Caller, path string) (*FileInfo, error) {
 
 // Read returns the content of the file at path on c. maxSize bounds the
 // file's size (0 means DefaultReadSize, at most MaxReadSize); a larger file
-// is an rpc.ErrTooLarge error.
+// is an errkind.ErrTooLarge error.
 func Read(ctx context.Context, c rpc.Caller, path string, maxSize int64) ([]byte, error) {
 	var res ReadResult
 	if err := c.Call(ctx, MethodRead, &ReadArgs{Path: path, MaxSize: maxSize}, &res); err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	iofs "io/fs"
 	"os"
 	"path/filepath"
@@ -14,6 +13,9 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -92,7 +94,7 @@ func TestRelativePaths(t *testing.T) {
 	}
 	for _, c := range cases {
 		_, err := run(t, c.h, c.method, c.args)
-		wantKind(t, err, rpc.ErrBadArgs)
+		wantKind(t, err, errkind.ErrBadArgs)
 		if !strings.Contains(err.Error(), c.method) {
 			t.Errorf("%s: error %q does not name the method", c.method, err)
 		}
@@ -102,7 +104,7 @@ func TestRelativePaths(t *testing.T) {
 		t.Errorf("unclear error: %v", err)
 	}
 	_, err = run(t, handleStat, MethodStat, []int{1, 2})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 }
 
 func TestStat(t *testing.T) {
@@ -143,7 +145,7 @@ func TestStat(t *testing.T) {
 	}
 
 	_, err := run(t, handleStat, MethodStat, &StatArgs{Path: filepath.Join(dir, "missing")})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	if !strings.Contains(err.Error(), "missing") {
 		t.Errorf("error does not name the path: %v", err)
 	}
@@ -152,7 +154,7 @@ func TestStat(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, handleStat, MethodStat, &StatArgs{Path: dangling})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	dl := mustRun(t, handleStat, MethodStat, &StatArgs{Path: dangling, NoFollow: true}).(*FileInfo)
 	if !dl.IsSymlink || dl.LinkTarget != "nowhere" {
 		t.Fatalf("dangling lstat = %+v", dl)
@@ -176,7 +178,7 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := run(t, handleRead, MethodRead, &ReadArgs{Path: f, MaxSize: int64(len(data)) - 1})
-	wantKind(t, err, rpc.ErrTooLarge)
+	wantKind(t, err, errkind.ErrTooLarge)
 	if !strings.Contains(err.Error(), "circuit") {
 		t.Errorf("too-large error does not point to circuits: %v", err)
 	}
@@ -187,13 +189,13 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: big})
-	wantKind(t, err, rpc.ErrTooLarge)
+	wantKind(t, err, errkind.ErrTooLarge)
 	huge := filepath.Join(dir, "huge")
 	if err := os.WriteFile(huge, make([]byte, MaxReadSize+1), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: huge, MaxSize: 1 << 40})
-	wantKind(t, err, rpc.ErrTooLarge)
+	wantKind(t, err, errkind.ErrTooLarge)
 	if err := os.Truncate(huge, MaxReadSize); err != nil {
 		t.Fatal(err)
 	}
@@ -222,21 +224,21 @@ func TestRead(t *testing.T) {
 			t.Fatalf("/proc/self/status = %q", res.Data)
 		}
 		_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: "/proc/self/status", MaxSize: 10})
-		wantKind(t, err, rpc.ErrTooLarge)
+		wantKind(t, err, errkind.ErrTooLarge)
 	}
 
 	_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: filepath.Join(dir, "missing")})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: dir})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: f, MaxSize: -1})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	fifo := filepath.Join(dir, "fifo")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	_, err = run(t, handleRead, MethodRead, &ReadArgs{Path: fifo})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 }
 
 func TestWrite(t *testing.T) {
@@ -268,12 +270,12 @@ func TestWrite(t *testing.T) {
 		t.Fatalf("setgid write = %+v (%v)", fi, fi.FileMode())
 	}
 	_, err := run(t, handleWrite, MethodWrite, &WriteArgs{Path: g, Mode: uint32(iofs.ModeDir | 0o755)})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 
 	// MkdirAll.
 	deep := filepath.Join(dir, "a", "b", "c")
 	_, err = run(t, handleWrite, MethodWrite, &WriteArgs{Path: deep, Data: []byte("x")})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	if msg := err.Error(); !strings.Contains(msg, "no such directory "+filepath.Dir(deep)) || strings.Contains(msg, TempInfix) {
 		t.Errorf("a missing directory is reported as %q; want it named, and no temporary file", msg)
 	}
@@ -297,9 +299,9 @@ func TestWrite(t *testing.T) {
 
 	// A directory cannot be replaced by a file.
 	_, err = run(t, handleWrite, MethodWrite, &WriteArgs{Path: filepath.Join(dir, "a"), Data: []byte("x")})
-	wantKind(t, err, rpc.ErrExists)
+	wantKind(t, err, errkind.ErrExists)
 	_, err = run(t, handleWrite, MethodWrite, &WriteArgs{Path: dir + "/", Data: []byte("x")})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 
 	for _, d := range []string{dir, filepath.Join(dir, "a", "b")} {
 		noTemps(t, d)
@@ -355,9 +357,9 @@ func TestWriteFailureLeavesNoTemp(t *testing.T) {
 
 	// An unknown owner.
 	_, err = run(t, handleWrite, MethodWrite, &WriteArgs{Path: f, Data: []byte("x"), User: "no-such-user-spindle"})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	_, err = run(t, handleWrite, MethodWrite, &WriteArgs{Path: f, Data: []byte("x"), Group: "no-such-group-spindle"})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	check()
 
 	// A failure after the temporary file is written.
@@ -387,7 +389,7 @@ func TestWriteFailureLeavesNoTemp(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	c, _, _ := rpc.NewCall(MethodWrite, &WriteArgs{Path: f, Data: []byte("new")}, nil)
-	if _, err := handleWrite(ctx, c); !errors.Is(rpc.ToRemote(err), rpc.ErrCanceled) {
+	if _, err := handleWrite(ctx, c); !errors.Is(rpc.ToRemote(err), errkind.ErrCanceled) {
 		t.Fatalf("cancelled write: %v", err)
 	}
 	check()
@@ -468,13 +470,13 @@ func TestMkdir(t *testing.T) {
 		t.Fatalf("mkdir = %+v", fi)
 	}
 	_, err := run(t, handleMkdir, MethodMkdir, &MkdirArgs{Path: d})
-	wantKind(t, err, rpc.ErrExists)
+	wantKind(t, err, errkind.ErrExists)
 	mustRun(t, handleMkdir, MethodMkdir, &MkdirArgs{Path: d, Parents: true, Mode: 0o700})
 	if st, _ := os.Stat(d); st.Mode().Perm() == 0o700 {
 		t.Error("mkdir -p changed an existing directory's mode")
 	}
 	_, err = run(t, handleMkdir, MethodMkdir, &MkdirArgs{Path: filepath.Join(dir, "x", "y")})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	deep := filepath.Join(dir, "x", "y", "z")
 	fi = mustRun(t, handleMkdir, MethodMkdir, &MkdirArgs{Path: deep, Parents: true, Mode: 0o777 | uint32(iofs.ModeSticky)}).(*FileInfo)
 	if fi.FileMode() != iofs.ModeDir|iofs.ModeSticky|0o777 {
@@ -485,7 +487,7 @@ func TestMkdir(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, handleMkdir, MethodMkdir, &MkdirArgs{Path: file, Parents: true})
-	wantKind(t, err, rpc.ErrExists)
+	wantKind(t, err, errkind.ErrExists)
 }
 
 func TestRemove(t *testing.T) {
@@ -502,7 +504,7 @@ func TestRemove(t *testing.T) {
 		t.Fatal("still there")
 	}
 	_, err := run(t, handleRemove, MethodRemove, &RemoveArgs{Path: f})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	res = mustRun(t, handleRemove, MethodRemove, &RemoveArgs{Path: f, MissingOK: true}).(*RemoveResult)
 	if res.Removed {
 		t.Fatal("missing file reported removed")
@@ -516,7 +518,7 @@ func TestRemove(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = run(t, handleRemove, MethodRemove, &RemoveArgs{Path: tree})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	mustRun(t, handleRemove, MethodRemove, &RemoveArgs{Path: tree, Recursive: true})
 	if _, err := os.Lstat(tree); !errors.Is(err, iofs.ErrNotExist) {
 		t.Fatal("tree still there")
@@ -541,7 +543,7 @@ func TestRemove(t *testing.T) {
 	}
 	for _, p := range []string{"/", "//", "/.", "/tmp/.."} {
 		_, err = run(t, handleRemove, MethodRemove, &RemoveArgs{Path: p, Recursive: true})
-		wantKind(t, err, rpc.ErrBadArgs)
+		wantKind(t, err, errkind.ErrBadArgs)
 	}
 }
 
@@ -583,9 +585,9 @@ func TestList(t *testing.T) {
 	}
 
 	_, err := run(t, handleList, MethodList, &ListArgs{Path: filepath.Join(dir, "missing")})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 	_, err = run(t, handleList, MethodList, &ListArgs{Path: filepath.Join(dir, "a")})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 }
 
 func TestChmod(t *testing.T) {
@@ -603,11 +605,11 @@ func TestChmod(t *testing.T) {
 		t.Fatalf("explicit 0 mode = %v", fi.FileMode())
 	}
 	_, err := run(t, handleChmod, MethodChmod, &StatArgs{Path: f}) // no mode
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	_, err = run(t, handleChmod, MethodChmod, &ChmodArgs{Path: f, Mode: 1 << 31})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	_, err = run(t, handleChmod, MethodChmod, &ChmodArgs{Path: filepath.Join(dir, "missing"), Mode: 0o600})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 }
 
 func TestChown(t *testing.T) {
@@ -622,15 +624,15 @@ func TestChown(t *testing.T) {
 		t.Fatalf("absent uid changed the owner: %+v", fi)
 	}
 	_, err := run(t, handleChown, MethodChown, &ChownArgs{Path: f, UID: -1, GID: -1, User: "no-such-user-spindle"})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	_, err = run(t, handleChown, MethodChown, &ChownArgs{Path: f, UID: -2, GID: -1})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 	_, err = run(t, handleChown, MethodChown, &ChownArgs{Path: filepath.Join(dir, "missing"), UID: -1, GID: -1})
-	wantKind(t, err, rpc.ErrNotFound)
+	wantKind(t, err, errkind.ErrNotFound)
 
 	if os.Getuid() != 0 {
 		_, err = run(t, handleChown, MethodChown, &ChownArgs{Path: f, UID: 0, GID: -1})
-		wantKind(t, err, rpc.ErrPermission)
+		wantKind(t, err, errkind.ErrPermission)
 		return
 	}
 	fi = mustRun(t, handleChown, MethodChown, &ChownArgs{Path: f, UID: 1234, GID: -1}).(*FileInfo)
@@ -646,7 +648,7 @@ func TestChown(t *testing.T) {
 		t.Fatalf("chown by name: %+v", fi)
 	}
 	_, err = run(t, handleChown, MethodChown, &ChownArgs{Path: f, UID: 5, GID: -1, User: "root"})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 
 	link := filepath.Join(dir, "link")
 	if err := os.Symlink("f", link); err != nil {
@@ -683,7 +685,7 @@ func TestClientHelpers(t *testing.T) {
 	if data, err := Read(ctx, c, filepath.Join(dir, "empty"), 0); err != nil || data == nil || len(data) != 0 {
 		t.Fatalf("Read empty = %#v, %v", data, err)
 	}
-	if _, err := Read(ctx, c, p, 2); !errors.Is(err, rpc.ErrTooLarge) {
+	if _, err := Read(ctx, c, p, 2); !errors.Is(err, errkind.ErrTooLarge) {
 		t.Fatalf("Read small max: %v", err)
 	}
 	if fi, err := Stat(ctx, c, p); err != nil || fi.Name != "f" {
@@ -695,7 +697,7 @@ func TestClientHelpers(t *testing.T) {
 	if fi, err := Lstat(ctx, c, filepath.Join(dir, "sub", "l")); err != nil || fi.FileMode()&iofs.ModeSymlink == 0 {
 		t.Fatalf("Lstat = %+v, %v", fi, err)
 	}
-	if _, err := Stat(ctx, c, filepath.Join(dir, "nope")); !errors.Is(err, rpc.ErrNotFound) {
+	if _, err := Stat(ctx, c, filepath.Join(dir, "nope")); !errors.Is(err, errkind.ErrNotFound) {
 		t.Fatalf("Stat missing: %v", err)
 	}
 	if fi, err := Mkdir(ctx, c, filepath.Join(dir, "m", "n"), 0o700, true); err != nil || !fi.IsDir || fi.FileMode().Perm() != 0o700 {
@@ -723,7 +725,7 @@ func TestClientHelpers(t *testing.T) {
 	if removed, err := Remove(ctx, c, filepath.Join(dir, "sub"), RemoveOptions{MissingOK: true}); err != nil || removed {
 		t.Fatalf("Remove missing = %v, %v", removed, err)
 	}
-	if _, err := Remove(ctx, c, "relative", RemoveOptions{}); !errors.Is(err, rpc.ErrBadArgs) {
+	if _, err := Remove(ctx, c, "relative", RemoveOptions{}); !errors.Is(err, errkind.ErrBadArgs) {
 		t.Fatalf("Remove relative: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"path"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -84,7 +85,7 @@ func (r *relayDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 		if err == nil {
 			return r.put(ctx, dst, bytes.NewReader(rr.Data), int64(len(rr.Data)), po, false, nil)
 		}
-		if !errors.Is(err, rpc.ErrTooLarge) {
+		if !errors.Is(err, errkind.ErrTooLarge) {
 			return 0, err
 		}
 		// It grew since it was listed: stream it.

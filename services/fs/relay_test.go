@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"github.com/spindle-rpc/spindle/rpc"
 )
@@ -76,7 +77,7 @@ func TestCopyOneBetweenContexts(t *testing.T) {
 		}
 	}
 	missing := filepath.Join(dir, "nope")
-	if _, err := CopyOne(ctx, from, missing, to, filepath.Join(dir, "x"), TreeOptions{}); !errors.Is(err, rpc.ErrNotFound) || !strings.Contains(err.Error(), missing) {
+	if _, err := CopyOne(ctx, from, missing, to, filepath.Join(dir, "x"), TreeOptions{}); !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), missing) {
 		t.Errorf("CopyOne of a missing file: %v", err)
 	}
 	if _, err := CopyOne(ctx, from, dir, to, filepath.Join(dir, "x"), TreeOptions{}); err == nil || !strings.Contains(err.Error(), "not a regular file") {
@@ -162,7 +163,7 @@ func TestCopyOneDestinationFails(t *testing.T) {
 	os.WriteFile(src, randomBytes(t, 3*copyBuffer), 0o644)
 	dst := filepath.Join(dir, "no-such-dir", "dst")
 	_, err := CopyOne(ctx, rpctest.New(Register), src, rpctest.New(Register), dst, TreeOptions{})
-	if !errors.Is(err, rpc.ErrNotFound) || !strings.Contains(err.Error(), dst) {
+	if !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), dst) {
 		t.Errorf("CopyOne into a missing directory: %v", err)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -168,18 +169,18 @@ func Register(reg *rpc.Registry) {
 func checkPath(method, p string) error {
 	switch {
 	case p == "":
-		return rpc.Errorf(rpc.ErrBadArgs, "%s: a path is required", method)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: a path is required", method)
 	case strings.IndexByte(p, 0) >= 0:
-		return rpc.Errorf(rpc.ErrBadArgs, "%s: path %q contains a NUL byte", method, p)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: path %q contains a NUL byte", method, p)
 	case !filepath.IsAbs(p):
-		return rpc.Errorf(rpc.ErrBadArgs, "%s: path %q is not absolute (the agent's working directory is not meaningful to a caller)", method, p)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: path %q is not absolute (the agent's working directory is not meaningful to a caller)", method, p)
 	}
 	return nil
 }
 
 func checkMode(method string, mode uint32) error {
 	if mode&^modeBits != 0 {
-		return rpc.Errorf(rpc.ErrBadArgs, "%s: mode %#o has bits other than permissions, setuid, setgid and sticky", method, mode)
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: mode %#o has bits other than permissions, setuid, setgid and sticky", method, mode)
 	}
 	return nil
 }
@@ -268,7 +269,7 @@ func handleRead(_ context.Context, call *rpc.Call) (any, error) {
 	max := a.MaxSize
 	switch {
 	case max < 0:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative MaxSize %d", MethodRead, max)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative MaxSize %d", MethodRead, max)
 	case max == 0:
 		max = DefaultReadSize
 	case max > MaxReadSize:
@@ -285,13 +286,13 @@ func handleRead(_ context.Context, call *rpc.Call) (any, error) {
 		return nil, wrap(MethodRead, a.Path, err)
 	}
 	if st.IsDir() {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: is a directory (use fs.List)", MethodRead, a.Path)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: is a directory (use fs.List)", MethodRead, a.Path)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: not a regular file (%v)", MethodRead, a.Path, st.Mode().Type())
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: not a regular file (%v)", MethodRead, a.Path, st.Mode().Type())
 	}
 	tooLarge := func(size int64) error {
-		return rpc.Errorf(rpc.ErrTooLarge, "%s %s: file of %d bytes is larger than the %d-byte limit: use a circuit transfer for large files", MethodRead, a.Path, size, max)
+		return errkind.Errorf(errkind.ErrTooLarge, "%s %s: file of %d bytes is larger than the %d-byte limit: use a circuit transfer for large files", MethodRead, a.Path, size, max)
 	}
 	if st.Size() > max {
 		return nil, tooLarge(st.Size())
@@ -333,7 +334,7 @@ func lookupUser(method, name string) (int, error) {
 	if id, err := strconv.Atoi(name); err == nil && id >= 0 {
 		return id, nil
 	}
-	return 0, rpc.Errorf(rpc.ErrBadArgs, "%s: no user named %q on the agent", method, name)
+	return 0, errkind.Errorf(errkind.ErrBadArgs, "%s: no user named %q on the agent", method, name)
 }
 
 // lookupGroup resolves a group name (or a numeric id) on the agent.
@@ -347,13 +348,13 @@ func lookupGroup(method, name string) (int, error) {
 	if id, err := strconv.Atoi(name); err == nil && id >= 0 {
 		return id, nil
 	}
-	return 0, rpc.Errorf(rpc.ErrBadArgs, "%s: no group named %q on the agent", method, name)
+	return 0, errkind.Errorf(errkind.ErrBadArgs, "%s: no group named %q on the agent", method, name)
 }
 
 // owner combines a numeric id (-1 = unset) and a name into one id.
 func owner(method, what string, id int, name string, lookup func(string, string) (int, error)) (int, error) {
 	if id < -1 {
-		return 0, rpc.Errorf(rpc.ErrBadArgs, "%s: invalid %s id %d", method, what, id)
+		return 0, errkind.Errorf(errkind.ErrBadArgs, "%s: invalid %s id %d", method, what, id)
 	}
 	if name == "" {
 		return id, nil
@@ -363,7 +364,7 @@ func owner(method, what string, id int, name string, lookup func(string, string)
 		return 0, err
 	}
 	if id != -1 && id != byName {
-		return 0, rpc.Errorf(rpc.ErrBadArgs, "%s: %s %q is id %d, not %d: give the id or the name", method, what, name, byName, id)
+		return 0, errkind.Errorf(errkind.ErrBadArgs, "%s: %s %q is id %d, not %d: give the id or the name", method, what, name, byName, id)
 	}
 	return byName, nil
 }
@@ -411,7 +412,7 @@ func resolveWrite(method string, a *WriteArgs) (*writeTarget, error) {
 	}
 	p := filepath.Clean(a.Path)
 	if p == "/" || strings.HasSuffix(a.Path, "/") {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: path %q names a directory, not a file", method, a.Path)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: path %q names a directory, not a file", method, a.Path)
 	}
 	uid, gid := -1, -1
 	if a.UID != nil {
@@ -443,9 +444,9 @@ func resolveWrite(method string, a *WriteArgs) (*writeTarget, error) {
 	old, err := os.Stat(dest)
 	switch {
 	case err == nil && old.IsDir():
-		return nil, rpc.Errorf(rpc.ErrExists, "%s %s: is a directory", method, a.Path)
+		return nil, errkind.Errorf(errkind.ErrExists, "%s %s: is a directory", method, a.Path)
 	case err == nil && !old.Mode().IsRegular():
-		return nil, rpc.Errorf(rpc.ErrExists, "%s %s: exists and is not a regular file (%v)", method, a.Path, old.Mode().Type())
+		return nil, errkind.Errorf(errkind.ErrExists, "%s %s: exists and is not a regular file (%v)", method, a.Path, old.Mode().Type())
 	case err != nil && !errors.Is(err, iofs.ErrNotExist):
 		return nil, wrap(method, a.Path, err)
 	case err != nil:
@@ -629,7 +630,7 @@ func handleMkdir(_ context.Context, call *rpc.Call) (any, error) {
 		if st, serr := os.Stat(a.Path); serr == nil && st.IsDir() {
 			created = false
 		} else if serr == nil {
-			return nil, rpc.Errorf(rpc.ErrExists, "%s %s: exists and is not a directory", MethodMkdir, a.Path)
+			return nil, errkind.Errorf(errkind.ErrExists, "%s %s: exists and is not a directory", MethodMkdir, a.Path)
 		} else {
 			err = os.MkdirAll(a.Path, mode)
 		}
@@ -661,7 +662,7 @@ func handleRemove(_ context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if filepath.Clean(a.Path) == "/" {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: refusing to remove /", MethodRemove)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: refusing to remove /", MethodRemove)
 	}
 	if _, err := os.Lstat(a.Path); err != nil {
 		if errors.Is(err, iofs.ErrNotExist) && a.MissingOK {
@@ -675,7 +676,7 @@ func handleRemove(_ context.Context, call *rpc.Call) (any, error) {
 	} else {
 		err = os.Remove(a.Path)
 		if errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) {
-			return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: directory not empty (set Recursive)", MethodRemove, a.Path)
+			return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: directory not empty (set Recursive)", MethodRemove, a.Path)
 		}
 	}
 	if err != nil {
@@ -705,7 +706,7 @@ func handleList(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, wrap(MethodList, a.Path, err)
 	}
 	if !st.IsDir() {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: not a directory", MethodList, a.Path)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: not a directory", MethodList, a.Path)
 	}
 	out := []FileInfo{}
 	for {
@@ -715,7 +716,7 @@ func handleList(ctx context.Context, call *rpc.Call) (any, error) {
 		ents, err := d.ReadDir(1024)
 		for _, e := range ents {
 			if len(out) >= MaxListEntries {
-				return nil, rpc.Errorf(rpc.ErrTooLarge, "%s %s: more than %d entries", MethodList, a.Path, MaxListEntries)
+				return nil, errkind.Errorf(errkind.ErrTooLarge, "%s %s: more than %d entries", MethodList, a.Path, MaxListEntries)
 			}
 			info, ierr := e.Info()
 			if errors.Is(ierr, iofs.ErrNotExist) {
@@ -751,7 +752,7 @@ func handleChmod(_ context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if a.Mode == noMode {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: a mode is required", MethodChmod)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: a mode is required", MethodChmod)
 	}
 	if err := checkMode(MethodChmod, a.Mode); err != nil {
 		return nil, err

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 	"golang.org/x/sys/unix"
 )
@@ -143,13 +144,13 @@ func handlePut(ctx context.Context, call *rpc.Call) (any, error) {
 		if len(a.SHA256) > 0 {
 			sum := sha256.Sum256(a.Data)
 			if string(sum[:]) != string(a.SHA256) {
-				return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: %v: the data does not hash to the sha256 sent with it", MethodPut, a.Path, ErrChecksum)
+				return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: %v: the data does not hash to the sha256 sent with it", MethodPut, a.Path, ErrChecksum)
 			}
 		}
 		h.Write(a.Data)
 		fill = func(f *os.File) error { _, err := f.Write(a.Data); return err }
 	case a.Size < 0:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: negative size", MethodPut)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative size", MethodPut)
 	default:
 		fill = func(f *os.File) error { return receive(ctx, f, call.Circuit, a.Size, h) }
 	}
@@ -187,7 +188,7 @@ func receive(ctx context.Context, f *os.File, circ io.Reader, size int64, h hash
 		return fmt.Errorf("transfer interrupted before its checksum: %w", err)
 	}
 	if sum := h.Sum(nil); string(sum) != string(trailer[:]) {
-		return rpc.Errorf(rpc.ErrRemote, "%v: received %x, sender computed %x", ErrChecksum, sum, trailer)
+		return errkind.Errorf(errkind.ErrRemote, "%v: received %x, sender computed %x", ErrChecksum, sum, trailer)
 	}
 	return nil
 }
@@ -201,7 +202,7 @@ func handleGet(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if call.Circuit == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit (use fs.Get's client helper)", MethodGet)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit (use fs.Get's client helper)", MethodGet)
 	}
 	f, err := os.Open(a.Path)
 	if err != nil {
@@ -213,7 +214,7 @@ func handleGet(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, wrap(MethodGet, a.Path, err)
 	}
 	if !st.Mode().IsRegular() {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: not a regular file (%v)", MethodGet, a.Path, st.Mode().Type())
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: not a regular file (%v)", MethodGet, a.Path, st.Mode().Type())
 	}
 	size := st.Size()
 	// A caller that stops reading (its disk is full) cancels the call: a
@@ -255,7 +256,7 @@ func handleChecksum(ctx context.Context, call *rpc.Call) (any, error) {
 	defer f.Close()
 	if st, err := f.Stat(); err != nil || !st.Mode().IsRegular() {
 		if err == nil {
-			return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: not a regular file", MethodChecksum, a.Path)
+			return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: not a regular file", MethodChecksum, a.Path)
 		}
 		return nil, wrap(MethodChecksum, a.Path, err)
 	}

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
-	"github.com/spindle-rpc/spindle/rpc"
 )
 
 func randomBytes(t *testing.T, n int) []byte {
@@ -108,7 +108,7 @@ func TestPutChecksumMismatch(t *testing.T) {
 		st.Write(make([]byte, sha256.Size)) // not the checksum
 	}()
 	err = st.Wait(nil)
-	if !errors.Is(err, rpc.ErrRemote) || !strings.Contains(err.Error(), "checksum mismatch") {
+	if !errors.Is(err, errkind.ErrRemote) || !strings.Contains(err.Error(), "checksum mismatch") {
 		t.Fatalf("corrupted stream: %v", err)
 	}
 	if b, _ := os.ReadFile(p); string(b) != "old" {
@@ -119,7 +119,7 @@ func TestPutChecksumMismatch(t *testing.T) {
 	}
 	// Inline data with a wrong checksum is refused too.
 	_, err = run(t, handlePut, MethodPut, &PutArgs{Path: p, Data: []byte("new"), SHA256: make([]byte, 32)})
-	wantKind(t, err, rpc.ErrBadArgs)
+	wantKind(t, err, errkind.ErrBadArgs)
 }
 
 func TestGetFileAtomicAndPreserve(t *testing.T) {
@@ -143,7 +143,7 @@ func TestGetFileAtomicAndPreserve(t *testing.T) {
 		t.Fatal("GetFile content differs")
 	}
 	// A missing source fails with not_found and leaves dst alone.
-	if _, err := GetFile(context.Background(), c, filepath.Join(dir, "nope"), dst, false); !errors.Is(err, rpc.ErrNotFound) {
+	if _, err := GetFile(context.Background(), c, filepath.Join(dir, "nope"), dst, false); !errors.Is(err, errkind.ErrNotFound) {
 		t.Fatalf("missing source: %v", err)
 	}
 	if b, _ := os.ReadFile(dst); !bytes.Equal(b, data) {

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -409,7 +410,7 @@ func (r *remoteDst) mkdir(ctx context.Context, p string, mode iofs.FileMode) (bo
 	if err == nil {
 		return true, fi.FileMode() & iofs.FileMode(modeBits), nil
 	}
-	if !errors.Is(err, rpc.ErrExists) {
+	if !errors.Is(err, errkind.ErrExists) {
 		return false, 0, err
 	}
 	st, serr := Stat(ctx, r.c, p)
@@ -417,7 +418,7 @@ func (r *remoteDst) mkdir(ctx context.Context, p string, mode iofs.FileMode) (bo
 	case serr != nil:
 		return false, 0, err
 	case !st.IsDir:
-		return false, 0, rpc.Errorf(rpc.ErrExists, "%s exists and is not a directory", p)
+		return false, 0, errkind.Errorf(errkind.ErrExists, "%s exists and is not a directory", p)
 	}
 	return false, st.FileMode() & iofs.FileMode(modeBits), nil
 }
@@ -527,7 +528,7 @@ func (l *localDst) mkdir(_ context.Context, p string, mode iofs.FileMode) (bool,
 	case serr != nil:
 		return false, 0, err
 	case !st.IsDir():
-		return false, 0, rpc.Errorf(rpc.ErrExists, "%s exists and is not a directory", p)
+		return false, 0, errkind.Errorf(errkind.ErrExists, "%s exists and is not a directory", p)
 	}
 	return false, st.Mode() & iofs.FileMode(modeBits), nil
 }
@@ -550,7 +551,7 @@ func (l *localDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 		}
 	}
 	if st, err := os.Lstat(dst); err == nil && st.IsDir() {
-		return 0, rpc.Errorf(rpc.ErrExists, "%s: is a directory", dst)
+		return 0, errkind.Errorf(errkind.ErrExists, "%s: is a directory", dst)
 	}
 	var n int64
 	fill := func(f *os.File) error {
@@ -569,7 +570,7 @@ func (l *localDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 				}
 				return nil
 			}
-			if !errors.Is(err, rpc.ErrTooLarge) {
+			if !errors.Is(err, errkind.ErrTooLarge) {
 				return err
 			}
 			// It grew since it was listed: stream it.

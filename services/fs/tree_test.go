@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -284,7 +285,7 @@ func TestTreeDestinationConflicts(t *testing.T) {
 		dst := filepath.Join(base, name+"-file")
 		os.WriteFile(dst, []byte("a file"), 0o644)
 		_, err := copyTree(ctx, c, src, dst, TreeOptions{})
-		if err == nil || !errors.Is(err, rpc.ErrExists) || !strings.Contains(err.Error(), dst+" exists and is not a directory") {
+		if err == nil || !errors.Is(err, errkind.ErrExists) || !strings.Contains(err.Error(), dst+" exists and is not a directory") {
 			t.Errorf("%s into a regular file: %v", name, err)
 		}
 		if b, _ := os.ReadFile(dst); string(b) != "a file" {
@@ -302,13 +303,13 @@ func TestTreeDestinationConflicts(t *testing.T) {
 		dst = filepath.Join(base, name+"-dir")
 		os.MkdirAll(filepath.Join(dst, "g"), 0o755)
 		_, err = copyTree(ctx, c, src, dst, TreeOptions{})
-		if err == nil || !errors.Is(err, rpc.ErrExists) || !strings.Contains(err.Error(), filepath.Join(dst, "g")) {
+		if err == nil || !errors.Is(err, errkind.ErrExists) || !strings.Contains(err.Error(), filepath.Join(dst, "g")) {
 			t.Errorf("%s with a directory in the way of a file: %v", name, err)
 		}
 		noTempsUnder(t, dst)
 
 		// A missing source, and a source that is a file.
-		if _, err := copyTree(ctx, c, filepath.Join(base, "nope"), filepath.Join(base, name+"-x"), TreeOptions{}); !errors.Is(err, iofs.ErrNotExist) && !errors.Is(err, rpc.ErrNotFound) {
+		if _, err := copyTree(ctx, c, filepath.Join(base, "nope"), filepath.Join(base, name+"-x"), TreeOptions{}); !errors.Is(err, iofs.ErrNotExist) && !errors.Is(err, errkind.ErrNotFound) {
 			t.Errorf("%s from a missing source: %v", name, err)
 		}
 		if _, err := copyTree(ctx, c, filepath.Join(src, "g"), filepath.Join(base, name+"-y"), TreeOptions{}); err == nil || !strings.Contains(err.Error(), "not a directory") {
@@ -434,7 +435,7 @@ func (f *failCaller) Call(ctx context.Context, method string, args, result any) 
 	if a, ok := args.(*PutArgs); ok {
 		f.puts.Add(1)
 		if a.Path == f.fail {
-			return rpc.Errorf(rpc.ErrPermission, "injected failure")
+			return errkind.Errorf(errkind.ErrPermission, "injected failure")
 		}
 		f.other.Add(1)
 		<-ctx.Done()
@@ -455,7 +456,7 @@ func TestTreeStopsAtFirstError(t *testing.T) {
 	bad := filepath.Join(dst, "f00")
 	fc := &failCaller{Caller: rpctest.New(Register), fail: bad}
 	_, err := PutTree(context.Background(), fc, src, dst, TreeOptions{Parallel: 4})
-	if !errors.Is(err, rpc.ErrPermission) || !strings.Contains(err.Error(), "copying "+filepath.Join(src, "f00")+" to "+bad) {
+	if !errors.Is(err, errkind.ErrPermission) || !strings.Contains(err.Error(), "copying "+filepath.Join(src, "f00")+" to "+bad) {
 		t.Fatalf("error %v is not the first failure naming the file", err)
 	}
 	if n := fc.puts.Load(); n > 4 {
@@ -526,7 +527,7 @@ func TestPutGetOne(t *testing.T) {
 			}
 		}
 	}
-	if _, err := GetOne(ctx, c, filepath.Join(dir, "nope"), filepath.Join(dir, "x"), TreeOptions{}); !errors.Is(err, rpc.ErrNotFound) || !strings.Contains(err.Error(), filepath.Join(dir, "nope")) {
+	if _, err := GetOne(ctx, c, filepath.Join(dir, "nope"), filepath.Join(dir, "x"), TreeOptions{}); !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), filepath.Join(dir, "nope")) {
 		t.Errorf("GetOne of a missing file: %v", err)
 	}
 	if _, err := PutOne(ctx, c, filepath.Join(dir, "nope"), filepath.Join(dir, "x"), TreeOptions{}); !errors.Is(err, iofs.ErrNotExist) {
@@ -555,11 +556,11 @@ func TestSymlink(t *testing.T) {
 	}
 	os.Mkdir(filepath.Join(dir, "d"), 0o755)
 	err := c.Call(ctx, MethodSymlink, &SymlinkArgs{Path: filepath.Join(dir, "d"), Target: "x"}, nil)
-	if !errors.Is(err, rpc.ErrExists) {
+	if !errors.Is(err, errkind.ErrExists) {
 		t.Errorf("replacing a directory: %v", err)
 	}
 	for _, a := range []SymlinkArgs{{Path: "rel", Target: "x"}, {Path: p}} {
-		if err := c.Call(ctx, MethodSymlink, &a, nil); !errors.Is(err, rpc.ErrBadArgs) {
+		if err := c.Call(ctx, MethodSymlink, &a, nil); !errors.Is(err, errkind.ErrBadArgs) {
 			t.Errorf("%+v: %v", a, err)
 		}
 	}
@@ -590,13 +591,13 @@ func TestWalk(t *testing.T) {
 		}
 	}
 	_, err := Walk(ctx, c, root, 3, func(*WalkEntry) error { return nil })
-	if !errors.Is(err, rpc.ErrTooLarge) {
+	if !errors.Is(err, errkind.ErrTooLarge) {
 		t.Errorf("Walk bounded to 3 of 5 entries: %v", err)
 	}
 	if _, err := Walk(ctx, c, filepath.Join(root, "a"), 0, func(*WalkEntry) error { return nil }); err == nil || !strings.Contains(err.Error(), "not a directory") {
 		t.Errorf("Walk of a file: %v", err)
 	}
-	if _, err := Walk(ctx, c, filepath.Join(dir, "nope"), 0, func(*WalkEntry) error { return nil }); !errors.Is(err, rpc.ErrNotFound) {
+	if _, err := Walk(ctx, c, filepath.Join(dir, "nope"), 0, func(*WalkEntry) error { return nil }); !errors.Is(err, errkind.ErrNotFound) {
 		t.Errorf("Walk of a missing directory: %v", err)
 	}
 	// A callback's error stops the walk and is returned.
@@ -663,7 +664,7 @@ func TestGetTreeRefusesHostileListings(t *testing.T) {
 	for i := range many {
 		many[i] = WalkEntry{Path: fmt.Sprintf("f%d", i), Mode: file}
 	}
-	if _, err := Walk(context.Background(), hostileWalk(many), "/anything", 5, func(*WalkEntry) error { return nil }); !errors.Is(err, rpc.ErrTooLarge) {
+	if _, err := Walk(context.Background(), hostileWalk(many), "/anything", 5, func(*WalkEntry) error { return nil }); !errors.Is(err, errkind.ErrTooLarge) {
 		t.Errorf("10 entries past a bound of 5: %v", err)
 	}
 }

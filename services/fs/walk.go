@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
 )
@@ -168,7 +169,7 @@ func handleWalk(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if call.Circuit == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit (use fs.Walk's client helper)", MethodWalk)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit (use fs.Walk's client helper)", MethodWalk)
 	}
 	max := a.Max
 	if max <= 0 || max > MaxWalkEntries {
@@ -194,7 +195,7 @@ func handleWalk(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil
 	})
 	if errors.Is(err, errTooMany) {
-		return nil, rpc.Errorf(rpc.ErrTooLarge, "%s %s: more than %d entries", MethodWalk, a.Path, max)
+		return nil, errkind.Errorf(errkind.ErrTooLarge, "%s %s: more than %d entries", MethodWalk, a.Path, max)
 	}
 	if err == nil {
 		err = w.Flush()
@@ -283,7 +284,7 @@ func decodeWalk(r io.Reader, root string, max int, fn func(*WalkEntry) error) (n
 			return n, false, fmt.Errorf("%s %s: bad entry: %w", MethodWalk, root, err)
 		}
 		if n+1 > max {
-			return n, false, rpc.Errorf(rpc.ErrTooLarge, "%s %s: more than %d entries", MethodWalk, root, max)
+			return n, false, errkind.Errorf(errkind.ErrTooLarge, "%s %s: more than %d entries", MethodWalk, root, max)
 		}
 		if err := checkEntry(&e, seen, dirs); err != nil {
 			return n, false, fmt.Errorf("%s %s: %w", MethodWalk, root, err)
@@ -329,7 +330,7 @@ func handleSymlink(_ context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	if a.Target == "" || strings.IndexByte(a.Target, 0) >= 0 {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s %s: the target must be non-empty and without NUL bytes", MethodSymlink, a.Path)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s %s: the target must be non-empty and without NUL bytes", MethodSymlink, a.Path)
 	}
 	p := filepath.Clean(a.Path)
 	if err := replaceSymlink(a.Target, p); err != nil {
@@ -351,7 +352,7 @@ func handleSymlink(_ context.Context, call *rpc.Call) (any, error) {
 // an exists error.
 func replaceSymlink(target, p string) error {
 	if st, err := os.Lstat(p); err == nil && st.IsDir() {
-		return rpc.Errorf(rpc.ErrExists, "is a directory")
+		return errkind.Errorf(errkind.ErrExists, "is a directory")
 	}
 	dir := filepath.Dir(p)
 	leave := journalEnter(dir)

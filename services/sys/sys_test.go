@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
 
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -65,7 +67,7 @@ func TestPing(t *testing.T) {
 
 func TestPingBadArgs(t *testing.T) {
 	_, err := call(t, handlePing, MethodPing, "not a struct")
-	if !errors.Is(rpc.ToRemote(err), rpc.ErrBadArgs) {
+	if !errors.Is(rpc.ToRemote(err), errkind.ErrBadArgs) {
 		t.Fatalf("err = %v, want bad_args", err)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -102,7 +103,7 @@ func (ls *listeners) handleListen(ctx context.Context, call *rpc.Call) (any, err
 	}
 	circ := call.Circuit
 	if circ == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodListen)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit", MethodListen)
 	}
 	var ln net.Listener
 	var err error
@@ -113,7 +114,7 @@ func (ls *listeners) handleListen(ctx context.Context, call *rpc.Call) (any, err
 	case "unix":
 		ln, err = ListenUnixPrivate(a.Addr)
 	default:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4, tcp6 or unix)", MethodListen, a.Net)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: network %q (want tcp, tcp4, tcp6 or unix)", MethodListen, a.Net)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", MethodListen, a.Addr, err)
@@ -195,11 +196,11 @@ func (ls *listeners) handleAccept(ctx context.Context, call *rpc.Call) (any, err
 	}
 	circ := call.Circuit
 	if circ == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodAccept)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit", MethodAccept)
 	}
 	l := ls.get(a.ID)
 	if l == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: no listener %q (it was closed)", MethodAccept, a.ID)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: no listener %q (it was closed)", MethodAccept, a.ID)
 	}
 	var conn net.Conn
 	select {

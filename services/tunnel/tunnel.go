@@ -46,6 +46,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 )
 
@@ -79,12 +80,12 @@ func handleDial(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	circ := call.Circuit
 	if circ == nil {
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s needs a circuit", MethodDial)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s needs a circuit", MethodDial)
 	}
 	switch a.Net {
 	case "tcp", "tcp4", "tcp6", "unix":
 	default:
-		return nil, rpc.Errorf(rpc.ErrBadArgs, "%s: network %q (want tcp, tcp4, tcp6 or unix)", MethodDial, a.Net)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: network %q (want tcp, tcp4, tcp6 or unix)", MethodDial, a.Net)
 	}
 	d := net.Dialer{Timeout: DialTimeout}
 	conn, err := d.DialContext(ctx, a.Net, a.Addr)

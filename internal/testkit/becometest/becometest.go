@@ -23,13 +23,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/connectors/become"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
-	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -194,10 +194,10 @@ var kinds = map[string]error{
 	"no_such_user":      become.ErrNoSuchUser,
 	"not_installed":     become.ErrNotInstalled,
 	"timeout":           become.ErrTimeout,
-	"auth":              rpc.ErrAuth,
-	"permission":        rpc.ErrPermission,
-	"rpc_timeout":       rpc.ErrTimeout,
-	"not_found":         rpc.ErrNotFound,
+	"auth":              errkind.ErrAuth,
+	"permission":        errkind.ErrPermission,
+	"rpc_timeout":       errkind.ErrTimeout,
+	"not_found":         errkind.ErrNotFound,
 }
 
 // StartHere runs r.Start in this process with a Debug-level observer and

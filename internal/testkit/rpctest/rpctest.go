@@ -8,6 +8,7 @@ import (
 	"errors"
 	"net"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
 )
@@ -28,7 +29,7 @@ func New(register func(*rpc.Registry)) *Caller {
 func (c *Caller) Call(ctx context.Context, method string, args, result any) error {
 	h, ok := c.Registry.Lookup(method)
 	if !ok {
-		return rpc.Errorf(rpc.ErrUnknownMethod, "unknown method %q", method)
+		return errkind.Errorf(errkind.ErrUnknownMethod, "unknown method %q", method)
 	}
 	call, _, err := rpc.NewCall(method, args, nil)
 	if err != nil {
@@ -51,7 +52,7 @@ func (c *Caller) Call(ctx context.Context, method string, args, result any) erro
 func (c *Caller) Stream(ctx context.Context, method string, args any) (rpc.Stream, error) {
 	h, ok := c.Registry.Lookup(method)
 	if !ok {
-		return nil, rpc.Errorf(rpc.ErrUnknownMethod, "unknown method %q", method)
+		return nil, errkind.Errorf(errkind.ErrUnknownMethod, "unknown method %q", method)
 	}
 	mine, theirs := net.Pipe()
 	call, _, err := rpc.NewCall(method, args, theirs)
