@@ -15,6 +15,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/connectors"
 	spctx "github.com/spindle-rpc/spindle/context"
+	"github.com/spindle-rpc/spindle/errkind"
 )
 
 type (
@@ -26,23 +27,30 @@ type (
 	Options = spctx.Options
 	// Future is a call in flight.
 	Future = spctx.Future
-	// Error is a call or connection error naming the context chain.
-	Error = spctx.Error
+	// Error is a call or connection error naming the context chain and
+	// the method; errors.Is matches its kind and its cause.
+	Error = errkind.Error
 	// Connector starts an agent (local.Options, ssh.Options, …); a
 	// Context's Connect starts one through that context's agent.
 	Connector = connectors.Connector
 )
 
-// Error kinds, for errors.Is.
+// Error kinds, for errors.Is: every kind of errkind, so that user code
+// needs no other import to tell failures apart.
 var (
-	ErrDisconnected = spctx.ErrDisconnected
-	ErrTimeout      = spctx.ErrTimeout
-	ErrCanceled     = spctx.ErrCanceled
-	ErrRemote       = spctx.ErrRemote
-	ErrPermission   = spctx.ErrPermission
-	ErrNotFound     = spctx.ErrNotFound
-	ErrAuth         = spctx.ErrAuth
-	ErrHostKey      = spctx.ErrHostKey
+	ErrDisconnected    = errkind.ErrDisconnected
+	ErrTimeout         = errkind.ErrTimeout
+	ErrCanceled        = errkind.ErrCanceled
+	ErrRemote          = errkind.ErrRemote
+	ErrPermission      = errkind.ErrPermission
+	ErrNotFound        = errkind.ErrNotFound
+	ErrExists          = errkind.ErrExists
+	ErrUnknownMethod   = errkind.ErrUnknownMethod
+	ErrBadArgs         = errkind.ErrBadArgs
+	ErrAuth            = errkind.ErrAuth
+	ErrHostKey         = errkind.ErrHostKey
+	ErrTooLarge        = errkind.ErrTooLarge
+	ErrTooManyChildren = errkind.ErrTooManyChildren
 )
 
 // NewController returns a controller with no contexts.

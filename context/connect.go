@@ -8,16 +8,13 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/services/connect"
 )
 
 // DefaultMaxChildren is how many children one context keeps by default.
 const DefaultMaxChildren = 20
-
-// ErrTooManyChildren is returned when a context is at its child limit and
-// every child is busy.
-var ErrTooManyChildren = errors.New("too many child contexts")
 
 // Connect starts a child context through this context's agent: the agent
 // runs the connector itself (sudo, su, doas, a container, …) and starts
@@ -37,11 +34,11 @@ func (c *Context) Connect(ctx stdctx.Context, conn connectors.Connector) (*Conte
 	if !ok {
 		d, ok := conn.(connectors.Delegated)
 		if !ok {
-			return nil, &Error{Context: c.name, Err: fmt.Errorf("%s cannot be started by an agent", conn.Name())}
+			return nil, &errkind.Error{Chain: c.name, Err: fmt.Errorf("%s cannot be started by an agent", conn.Name())}
 		}
 		var err error
 		if rc, helper, err = d.Delegate(ctx, c.ctl.log); err != nil {
-			return nil, &Error{Context: c.name + " → " + conn.Name(), Err: err}
+			return nil, errkind.In(c.name+" → "+conn.Name(), "", err)
 		}
 		defer helper.Close()
 	}
@@ -55,7 +52,7 @@ func (c *Context) Connect(ctx stdctx.Context, conn connectors.Connector) (*Conte
 	}
 	opts, err := wire.Marshal(rc)
 	if err != nil {
-		return nil, &Error{Context: c.name, Err: fmt.Errorf("encode %s options: %w", rc.Kind(), err)}
+		return nil, &errkind.Error{Chain: c.name, Err: fmt.Errorf("encode %s options: %w", rc.Kind(), err)}
 	}
 	key := rc.Kind() + "\x00" + string(opts)
 	for {
@@ -78,7 +75,7 @@ func (c *Context) Connect(ctx stdctx.Context, conn connectors.Connector) (*Conte
 		select { // someone else is starting the same hop: share it
 		case <-wait:
 		case <-ctx.Done():
-			return nil, &Error{Context: c.name, Err: ctx.Err()}
+			return nil, &errkind.Error{Chain: c.name, Err: ctx.Err()}
 		}
 	}
 	child, err := c.startChild(ctx, rc, opts, helper, agents)
@@ -104,7 +101,7 @@ func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []by
 	id := ctl.nextID.Add(1)
 	name := c.name + " → " + rc.Name()
 	if err := ctl.rt.Grant(id, c.id, name); err != nil {
-		return nil, &Error{Context: name, Err: c.sendError(err)}
+		return nil, errkind.In(name, "", c.sendError(err))
 	}
 	var hello bootstrap.Hello
 	args := &connect.StartArgs{ID: id, Name: name, Kind: rc.Kind(), Options: opts, Agents: agents}
@@ -116,17 +113,25 @@ func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []by
 	}
 	if err != nil {
 		ctl.rt.Revoke(id)
-		var e *Error
-		if errors.As(err, &e) {
-			err = e.Err // name the new hop, not the call on its parent
-		}
-		return nil, &Error{Context: name, Err: err}
+		return nil, renamed(name, err)
 	}
 	child := &Context{ctl: ctl, id: id, name: name, hello: &hello, parent: c, created: time.Now(), done: make(chan struct{})}
 	ctl.mu.Lock()
 	ctl.contexts[id] = child
 	ctl.mu.Unlock()
 	return child, nil
+}
+
+// renamed names the new hop name as where a failed connect.Start failed,
+// rather than the call on its parent.
+func renamed(name string, err error) error {
+	var e *errkind.Error
+	if !errors.As(err, &e) {
+		return &errkind.Error{Chain: name, Err: err}
+	}
+	c := *e
+	c.Chain, c.Op = name, ""
+	return &c
 }
 
 // startDelegated runs connect.Start with a circuit on which helper answers
@@ -171,7 +176,7 @@ func (c *Context) makeRoom() error {
 		return nil
 	}
 	if youngest == nil {
-		return &Error{Context: c.name, Err: fmt.Errorf("%w: all %d are busy (Options.MaxChildren)", ErrTooManyChildren, live)}
+		return &errkind.Error{Chain: c.name, Err: fmt.Errorf("%w: all %d are busy (Options.MaxChildren)", errkind.ErrTooManyChildren, live)}
 	}
 	c.ctl.log.Debug("child limit reached: closing the youngest idle child")
 	return youngest.Close()

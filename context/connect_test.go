@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit"
 
 	"github.com/spindle-rpc/spindle/connectors/local"
@@ -50,7 +51,7 @@ func TestConnectThroughAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the closed child agent to exit", func() bool { return !alive(pid) })
-	if err := sys.Ping(ctx, child); !errors.Is(err, spctx.ErrDisconnected) {
+	if err := sys.Ping(ctx, child); !errors.Is(err, errkind.ErrDisconnected) {
 		t.Fatalf("call on a closed child returned %v", err)
 	}
 	fresh, err := parent.Connect(ctx, local.Options{ContextName: "inner"})
@@ -77,7 +78,7 @@ func TestIntermediateDeathFailsChildCalls(t *testing.T) {
 	syscall.Kill(parent.Hello().PID, syscall.SIGKILL)
 	for _, f := range futures {
 		err := f.Wait(nil)
-		if !errors.Is(err, spctx.ErrDisconnected) || !strings.Contains(err.Error(), "local → inner") {
+		if !errors.Is(err, errkind.ErrDisconnected) || !strings.Contains(err.Error(), "local → inner") {
 			t.Fatalf("call behind a dead intermediary returned %v, want ErrDisconnected naming the chain", err)
 		}
 	}

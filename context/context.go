@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
@@ -58,7 +59,7 @@ func (c *Context) Done() <-chan struct{} { return c.done }
 func (c *Context) Err() error {
 	select {
 	case <-c.done:
-		return &Error{Context: c.name, Err: &kindError{kind: ErrDisconnected, msg: "disconnected: " + c.deadWhy}}
+		return &errkind.Error{Chain: c.name, Kind: errkind.ErrDisconnected, Msg: "disconnected: " + c.deadWhy}
 	default:
 		return nil
 	}
@@ -88,7 +89,7 @@ func (c *Context) Close() error {
 		ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 10*time.Second)
 		defer cancel()
 		err := p.Call(ctx, connect.MethodClose, &connect.CloseArgs{ID: c.id}, nil)
-		if errors.Is(err, ErrNotFound) || errors.Is(err, ErrDisconnected) {
+		if errors.Is(err, errkind.ErrNotFound) || errors.Is(err, errkind.ErrDisconnected) {
 			return nil // already gone
 		}
 		return err
@@ -139,7 +140,7 @@ func (c *Context) request(ctx stdctx.Context, method string, args any) ([]byte, 
 	if args != nil {
 		a, err := wire.Marshal(args)
 		if err != nil {
-			return nil, &Error{Context: c.name, Method: method, Err: fmt.Errorf("%w: encode arguments: %v", ErrBadArgs, err)}
+			return nil, &errkind.Error{Chain: c.name, Op: method, Err: fmt.Errorf("%w: encode arguments: %v", errkind.ErrBadArgs, err)}
 		}
 		req.Args = msgpack.RawMessage(a)
 	}
@@ -158,7 +159,7 @@ func (c *Context) sendError(err error) error {
 		if c.deadWhy != "" {
 			why = c.deadWhy
 		}
-		return &kindError{kind: ErrDisconnected, cause: err, msg: "disconnected: " + why}
+		return &errkind.Error{Kind: errkind.ErrDisconnected, Msg: "disconnected: " + why, Err: err}
 	}
 	return err
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/connectors/local"
 	spctx "github.com/spindle-rpc/spindle/context"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/exec"
@@ -120,7 +121,7 @@ func TestCancelKillsRemoteProcess(t *testing.T) {
 	pid, errc := startSleeper(t, ctx, cx)
 	cancel()
 	err := <-errc
-	if !errors.Is(err, spctx.ErrCanceled) || !errors.Is(err, stdctx.Canceled) {
+	if !errors.Is(err, errkind.ErrCanceled) || !errors.Is(err, stdctx.Canceled) {
 		t.Fatalf("cancelled call returned %v, want ErrCanceled", err)
 	}
 	waitFor(t, "the cancelled remote process to die", func() bool { return !alive(pid) })
@@ -134,7 +135,7 @@ func TestDeadlineKillsRemoteProcess(t *testing.T) {
 	short, cancelShort := stdctx.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancelShort()
 	_, err := exec.Run(short, cx, exec.Cmd{Shell: "echo $$ > " + pidFile + "; exec sleep 1000"})
-	if !errors.Is(err, spctx.ErrTimeout) {
+	if !errors.Is(err, errkind.ErrTimeout) {
 		t.Fatalf("call past its deadline returned %v, want ErrTimeout", err)
 	}
 	if !strings.Contains(err.Error(), "local") {
@@ -166,14 +167,14 @@ func TestAgentDeathFailsEveryPendingCall(t *testing.T) {
 		go func(f *spctx.Future) {
 			defer wg.Done()
 			err := f.Wait(nil)
-			if !errors.Is(err, spctx.ErrDisconnected) || !strings.Contains(err.Error(), "local") {
+			if !errors.Is(err, errkind.ErrDisconnected) || !strings.Contains(err.Error(), "local") {
 				t.Errorf("pending call after agent death returned %v, want ErrDisconnected naming local", err)
 			}
 		}(f)
 	}
 	wg.Wait()
 	<-cx.Done()
-	if err := sys.Ping(ctx, cx); !errors.Is(err, spctx.ErrDisconnected) {
+	if err := sys.Ping(ctx, cx); !errors.Is(err, errkind.ErrDisconnected) {
 		t.Fatalf("call on a dead context returned %v, want ErrDisconnected", err)
 	}
 }
@@ -182,11 +183,11 @@ func TestRemoteErrorKinds(t *testing.T) {
 	_, cx := connect(t)
 	ctx := stdctx.Background()
 	err := cx.Call(ctx, "no.Such", nil, nil)
-	if !errors.Is(err, spctx.ErrUnknownMethod) || !errors.Is(err, spctx.ErrRemote) {
+	if !errors.Is(err, errkind.ErrUnknownMethod) || !errors.Is(err, errkind.ErrRemote) {
 		t.Fatalf("unknown method returned %v", err)
 	}
-	var e *spctx.Error
-	if !errors.As(err, &e) || e.Context != "local" || e.Method != "no.Such" {
+	var e *errkind.Error
+	if !errors.As(err, &e) || e.Chain != "local" || e.Op != "no.Such" {
 		t.Fatalf("error %#v does not name context and method", err)
 	}
 	// An agent's message is shown on a terminal: no escape sequences.
@@ -196,12 +197,12 @@ func TestRemoteErrorKinds(t *testing.T) {
 		t.Fatalf("an agent's message with control characters arrived as %#v", err)
 	}
 	_, err = exec.Run(ctx, cx, exec.Cmd{Argv: []string{"/no/such/binary"}})
-	if !errors.Is(err, spctx.ErrNotFound) {
+	if !errors.Is(err, errkind.ErrNotFound) {
 		t.Fatalf("missing binary returned %v, want ErrNotFound", err)
 	}
 	// Arguments of the wrong type are refused, not misread.
 	err = cx.Call(ctx, "exec.Run", []int{1, 2, 3}, nil)
-	if !errors.Is(err, spctx.ErrBadArgs) {
+	if !errors.Is(err, errkind.ErrBadArgs) {
 		t.Fatalf("wrong-typed args returned %v, want ErrBadArgs", err)
 	}
 }
@@ -213,23 +214,6 @@ func TestCloseEndsAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the agent to exit", func() bool { return !alive(pid) })
-}
-
-func TestErrorNamesMethodOnce(t *testing.T) {
-	for _, tc := range []struct {
-		method, msg, want string
-	}{
-		{"exec.Start", "exec.Start nonexist: executable file not found", "web1: exec.Start nonexist: executable file not found"},
-		{"fs.Get", "fs.Get: no such file", "web1: fs.Get: no such file"},
-		{"fs.Get", "permission denied", "web1: fs.Get: permission denied"},
-		{"fs.Get", "fs.GetTree /x: permission denied", "web1: fs.Get: fs.GetTree /x: permission denied"},
-		{"", "connection refused", "web1: connection refused"},
-	} {
-		err := &spctx.Error{Context: "web1", Method: tc.method, Err: errors.New(tc.msg)}
-		if got := err.Error(); got != tc.want {
-			t.Errorf("spctx.Error{%q, %q} = %q, want %q", tc.method, tc.msg, got, tc.want)
-		}
-	}
 }
 
 // A stream whose context is cancelled while its circuit is being opened

@@ -8,6 +8,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/router"
 	slog "github.com/spindle-rpc/spindle/services/log"
 	"go.uber.org/zap"
@@ -71,21 +72,21 @@ func (ctl *Controller) Connect(ctx stdctx.Context, c connectors.Connector) (*Con
 	conn, err := c.Start(ctx, connectors.StartRequest{ID: id, Parent: router.ControllerID, Name: name,
 		Verbosity: ctl.opts.Verbosity, Logger: ctl.log, Agent: ctl.opts.Agents})
 	if err != nil {
-		return nil, &Error{Context: name, Err: connectError(err)}
+		return nil, errkind.In(name, "", connectError(err))
 	}
 	cx := &Context{ctl: ctl, id: id, name: name, hello: conn.Hello, conn: conn, done: make(chan struct{})}
 	ctl.mu.Lock()
 	if ctl.closed {
 		ctl.mu.Unlock()
 		conn.Close()
-		return nil, &Error{Context: name, Err: router.ErrClosed}
+		return nil, &errkind.Error{Chain: name, Err: router.ErrClosed}
 	}
 	ctl.contexts[id] = cx
 	ctl.mu.Unlock()
 	if _, err := ctl.rt.AddChild(ctx, conn, id, name); err != nil {
 		ctl.forget(id)
 		conn.Close()
-		return nil, &Error{Context: name, Err: connectError(err)}
+		return nil, errkind.In(name, "", connectError(err))
 	}
 	ctl.log.Debug("connected", zap.String("context", name), zap.Uint32("id", id),
 		zap.Int("pid", conn.Hello.PID), zap.String("version", conn.Hello.Version))
@@ -94,7 +95,7 @@ func (ctl *Controller) Connect(ctx stdctx.Context, c connectors.Connector) (*Con
 
 func connectError(err error) error {
 	if errors.Is(err, stdctx.DeadlineExceeded) {
-		return &kindError{kind: ErrTimeout, cause: err, msg: "connect timed out: " + err.Error()}
+		return &errkind.Error{Kind: errkind.ErrTimeout, Msg: "connect timed out: " + err.Error(), Err: err}
 	}
 	return err
 }

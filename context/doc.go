@@ -8,9 +8,11 @@
 // context. Cancelling the Go context of a call cancels it on the agent too
 // (a cancelled exec.Run kills the remote process group).
 //
-// Errors name the context chain ("bastion → web1 → sudo:root") and satisfy
-// errors.Is for their kind: ErrDisconnected, ErrTimeout, ErrCanceled,
-// ErrRemote and the kinds an agent reports (ErrNotFound, ErrPermission, …).
+// Errors are *errkind.Error: they name the context chain
+// ("bastion → web1 → sudo:root") and the method, and satisfy errors.Is for
+// their kind: errkind.ErrDisconnected, ErrTimeout, ErrCanceled,
+// ErrTooManyChildren, ErrRemote and the kinds an agent reports
+// (ErrNotFound, ErrPermission, …).
 //
 // The package is named after what it models, a Mitogen-style context; the
 // root package spindle re-exports it so that user code need not alias the

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/printable"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
@@ -70,11 +71,7 @@ func (f *Future) finish(m *router.Message, err error) {
 }
 
 func (f *Future) fail(err error) {
-	var e *Error
-	if !errors.As(err, &e) {
-		err = &Error{Context: f.c.name, Method: f.method, Err: err}
-	}
-	f.finish(nil, err)
+	f.finish(nil, errkind.In(f.c.name, f.method, err))
 }
 
 // cancel tells the agent to stop the call and fails the future with ctx's
@@ -88,15 +85,15 @@ func (f *Future) cancel(ctx stdctx.Context) {
 	f.mu.Lock()
 	handle := f.handle
 	f.mu.Unlock()
-	kind := ErrCanceled
+	kind := errkind.ErrCanceled
 	if errors.Is(ctx.Err(), stdctx.DeadlineExceeded) {
-		kind = ErrTimeout
+		kind = errkind.ErrTimeout
 	}
 	// Fail first, then tell the agent: the agent's own reply to the
 	// cancel ("context canceled", of kind canceled but no longer ctx's
 	// error) could otherwise arrive in between and win, and the caller
 	// would get an error that errors.Is(err, context.Canceled) denies.
-	f.fail(&kindError{kind: kind, cause: ctx.Err(), msg: ctx.Err().Error()})
+	f.fail(&errkind.Error{Kind: kind, Err: ctx.Err()})
 	if data, err := wire.Marshal(&rpc.Control{Call: handle, Op: rpc.OpCancel}); err == nil {
 		f.c.ctl.rt.Send(&router.Message{Dst: f.c.id, Handle: router.HandleControl, Data: data})
 	}
@@ -115,21 +112,21 @@ func (f *Future) Wait(result any) error {
 	m := f.msg
 	switch {
 	case m.Flags&router.FlagDead != 0:
-		return &Error{Context: f.c.name, Method: f.method,
-			Err: &kindError{kind: ErrDisconnected, msg: "disconnected: " + printable.String(string(m.Data))}}
+		return &errkind.Error{Chain: f.c.name, Op: f.method, Kind: errkind.ErrDisconnected,
+			Msg: "disconnected: " + printable.String(string(m.Data))}
 	case m.Flags&router.FlagError != 0:
 		var re rpc.RemoteError
 		if err := wire.Unmarshal(m.Data, &re); err != nil {
-			return &Error{Context: f.c.name, Method: f.method, Err: err}
+			return &errkind.Error{Chain: f.c.name, Op: f.method, Err: err}
 		}
 		re.Message = printable.String(re.Message) // for the user's terminal
-		return &Error{Context: f.c.name, Method: f.method, Err: &re}
+		return &errkind.Error{Chain: f.c.name, Op: f.method, Err: &re}
 	}
 	if result == nil {
 		return nil
 	}
 	if err := wire.Unmarshal(m.Data, result); err != nil {
-		return &Error{Context: f.c.name, Method: f.method, Err: err}
+		return &errkind.Error{Chain: f.c.name, Op: f.method, Err: err}
 	}
 	return nil
 }

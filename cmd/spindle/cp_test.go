@@ -120,8 +120,8 @@ func TestParseCopyArgs(t *testing.T) {
 }
 
 func TestCopyFailureExitCodes(t *testing.T) {
-	notFound := &spindle.Error{Context: "local", Method: "fs.Stat", Err: spindle.ErrNotFound}
-	gone := &spindle.Error{Context: "web1", Method: "fs.Put", Err: fmt.Errorf("%w: link lost", spindle.ErrDisconnected)}
+	notFound := &spindle.Error{Chain: "local", Op: "fs.Stat", Err: spindle.ErrNotFound}
+	gone := &spindle.Error{Chain: "web1", Op: "fs.Put", Err: fmt.Errorf("%w: link lost", spindle.ErrDisconnected)}
 	for _, tc := range []struct {
 		err  error
 		sig  syscall.Signal

@@ -161,7 +161,7 @@ func (g *globals) hint(err error) string {
 	if !errors.Is(err, spindle.ErrAuth) || !errors.As(err, &ce) {
 		return ""
 	}
-	hops := strings.Split(ce.Context, " → ")
+	hops := strings.Split(ce.Chain, " → ")
 	kind, _, _ := strings.Cut(hops[len(hops)-1], ":")
 	b := g.conn.become
 	if (kind == "sudo" || kind == "su" || kind == "doas") && !b.ask && b.passwordEnv == "" {

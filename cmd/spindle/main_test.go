@@ -28,9 +28,9 @@ func TestExitCode(t *testing.T) {
 		{"usage", &usageError{err: errors.New("x")}, 2},
 		{"bad target", fmt.Errorf("%w: x", ErrBadTarget), 2},
 		{"connect", &connectError{err: errors.New("boom")}, 255},
-		{"disconnected", &spindle.Error{Context: "local", Err: fmt.Errorf("%w: gone", spindle.ErrDisconnected)}, 255},
+		{"disconnected", &spindle.Error{Chain: "local", Err: fmt.Errorf("%w: gone", spindle.ErrDisconnected)}, 255},
 		{"auth", fmt.Errorf("%w", spindle.ErrAuth), 255},
-		{"not found", &spindle.Error{Context: "local", Method: "exec.Start", Err: spindle.ErrNotFound}, 127},
+		{"not found", &spindle.Error{Chain: "local", Op: "exec.Start", Err: spindle.ErrNotFound}, 127},
 		{"permission", fmt.Errorf("%w", spindle.ErrPermission), 126},
 		{"other", errors.New("other"), 1},
 	} {
@@ -130,7 +130,7 @@ func TestVerbosity(t *testing.T) {
 // give one; nothing else gets that hint.
 func TestBecomePasswordHint(t *testing.T) {
 	authAt := func(chain string) error {
-		return &spindle.Error{Context: chain, Err: fmt.Errorf("sudo: a password is required but none was given (%w)", spindle.ErrAuth)}
+		return &spindle.Error{Chain: chain, Err: fmt.Errorf("sudo: a password is required but none was given (%w)", spindle.ErrAuth)}
 	}
 	for _, tc := range []struct {
 		name   string
@@ -144,7 +144,7 @@ func TestBecomePasswordHint(t *testing.T) {
 		{"asked already", authAt("ssh:web1 → sudo:root"), becomeOptions{ask: true}, ""},
 		{"env given", authAt("ssh:web1 → sudo:root"), becomeOptions{passwordEnv: "PW"}, ""},
 		{"ssh auth", authAt("ssh:web1"), becomeOptions{}, ""},
-		{"not auth", &spindle.Error{Context: "ssh:web1 → sudo:root", Err: spindle.ErrDisconnected}, becomeOptions{}, ""},
+		{"not auth", &spindle.Error{Chain: "ssh:web1 → sudo:root", Err: spindle.ErrDisconnected}, becomeOptions{}, ""},
 	} {
 		g := &globals{}
 		g.conn.become = tc.become
