@@ -501,16 +501,8 @@ func handshake(ctx context.Context, conn net.Conn, addr string, cfg *gossh.Clien
 // timeoutError is a timeout that errors.Is both errkind.ErrTimeout and
 // context.DeadlineExceeded.
 func timeoutError(msg string) error {
-	return &kindError{msg: msg, kinds: []error{errkind.ErrTimeout, context.DeadlineExceeded}}
+	return &errkind.Error{Kind: errkind.ErrTimeout, Msg: msg, Err: context.DeadlineExceeded}
 }
-
-type kindError struct {
-	msg   string
-	kinds []error
-}
-
-func (e *kindError) Error() string   { return e.msg }
-func (e *kindError) Unwrap() []error { return e.kinds }
 
 // dialTCP connects to addr, trying attempts times a connectionRetry
 // apart as ssh does with ConnectionAttempts (a host still booting), each
@@ -528,7 +520,7 @@ func dialTCP(ctx context.Context, addr string, timeout time.Duration, attempts i
 		err = dialError(ctx, addr, timeout, err)
 		if try >= attempts || ctx.Err() != nil {
 			if attempts > 1 {
-				err = &wrapped{msg: fmt.Sprintf("%v (%d attempts, ConnectionAttempts)", err, try), err: err}
+				err = &errkind.Error{Msg: fmt.Sprintf("%v (%d attempts, ConnectionAttempts)", err, try), Err: err}
 			}
 			return nil, 0, err
 		}
@@ -568,16 +560,8 @@ func dialError(ctx context.Context, addr string, timeout time.Duration, err erro
 			reason = oe.Err
 		}
 	}
-	return &wrapped{msg: fmt.Sprintf("connect to %s: %v", addr, reason), err: err}
+	return &errkind.Error{Msg: fmt.Sprintf("connect to %s: %v", addr, reason), Err: err}
 }
-
-type wrapped struct {
-	msg string
-	err error
-}
-
-func (e *wrapped) Error() string { return e.msg }
-func (e *wrapped) Unwrap() error { return e.err }
 
 // classifyHandshake gives a handshake failure its kind and a message that
 // says what to do.
@@ -592,17 +576,17 @@ func classifyHandshake(err error, hk *hostKeyChecker, s *settings, addr string) 
 		return fmt.Errorf("ssh handshake with %s: %w", addr, err)
 	}
 	if errors.Is(err, errPasswordsRefused) {
-		return &kindError{kinds: []error{errkind.ErrAuth, err}, msg: fmt.Sprintf(
+		return &errkind.Error{Kind: errkind.ErrAuth, Err: err, Msg: fmt.Sprintf(
 			"authentication as %s@%s failed: the server refused each of the %d passwords typed (NumberOfPasswordPrompts)",
 			s.user, s.display, (&prompter{tries: s.passwordPrompts}).maxTries())}
 	}
 	if hint, ok := negotiationHint(err); ok {
-		return &wrapped{msg: fmt.Sprintf("ssh handshake with %s: %s", addr, hint), err: err}
+		return &errkind.Error{Msg: fmt.Sprintf("ssh handshake with %s: %s", addr, hint), Err: err}
 	}
 	msg := err.Error()
 	if strings.Contains(msg, "unable to authenticate") || strings.Contains(msg, "no supported methods remain") ||
 		strings.Contains(msg, "Too many authentication failures") {
-		return &kindError{kinds: []error{errkind.ErrAuth, err}, msg: fmt.Sprintf(
+		return &errkind.Error{Kind: errkind.ErrAuth, Err: err, Msg: fmt.Sprintf(
 			"authentication as %s@%s failed (%s): check the user name, load your key into ssh-agent (ssh-add) or set IdentityFiles, or give a password",
 			s.user, s.display, strings.TrimPrefix(msg, "ssh: handshake failed: "))}
 	}

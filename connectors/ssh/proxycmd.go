@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-rpc/spindle/errkind"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -190,13 +191,13 @@ func (c *proxyConn) explain(err error) error {
 		} else {
 			msg += " and printed nothing on stderr"
 		}
-		return &wrapped{msg: msg + " (" + err.Error() + ")", err: err}
+		return &errkind.Error{Msg: msg + " (" + err.Error() + ")", Err: err}
 	}
 	msg := err.Error() + " (through ProxyCommand " + strconv.Quote(c.command)
 	if said != "" {
 		msg += ", which said: " + said
 	}
-	return &wrapped{msg: msg + ")", err: err}
+	return &errkind.Error{Msg: msg + ")", Err: err}
 }
 
 type proxyAddr string
