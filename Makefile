@@ -60,18 +60,22 @@ unit: build lint
 
 test: test-deps unit
 
-# The ssh group needs --ssh-target TARGET, or root and /usr/sbin/sshd
-# (it then starts a throwaway sshd of its own on 127.0.0.1).
+# The benchmark harness is a binary of its own (users of bin/spindle never
+# need it: it makes throwaway users and sudoers entries). Its ssh group
+# needs --ssh-target TARGET, or root and /usr/sbin/sshd (it then starts a
+# throwaway sshd of its own on 127.0.0.1); its cli_* rows run bin/spindle.
 bench: build
-	bin/spindle bench $(BENCHFLAGS)
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/spindle-bench ./cmd/spindle-bench
+	bin/spindle-bench $(BENCHFLAGS)
 
 demo: build
 	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/spindle-demo ./cmd/spindle-demo
+	@CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o bin/spindle-bench ./cmd/spindle-bench
 	@echo "== spindle info local"; bin/spindle info local
 	@echo "== spindle run local -- uname -a"; bin/spindle run local -- uname -a
 	@echo "== spindle ping -c 5 local"; bin/spindle ping -c 5 local
 	@echo "== over SSH (a throwaway SSH server embedded in Go; no sshd needed)"; bin/spindle-demo
-	@echo "== spindle bench core"; bin/spindle bench --rounds 3 core
+	@echo "== spindle-bench core"; bin/spindle-bench --rounds 3 core
 
 fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./router FuzzReadFrame $(FUZZTIME)
@@ -83,9 +87,9 @@ fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/exec FuzzOutputFrames $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/fs FuzzWalkStream $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/agentfwd FuzzForwardedRequests $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./cmd/spindle FuzzSOCKS $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/cli FuzzSOCKS $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/tunnel FuzzHeader $(FUZZTIME)
-	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/daemonproto FuzzReadMsg $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./daemon/proto FuzzReadMsg $(FUZZTIME)
 
 clean:
 	rm -rf bin $(AGENTS_DIR)/spindle-agent-*
