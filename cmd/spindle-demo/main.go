@@ -1,5 +1,6 @@
 // Command spindle-demo shows Spindle over SSH on a machine with no sshd:
-// it starts a throwaway SSH server embedded in Go (127.0.0.1, fresh
+// it starts a throwaway SSH server embedded in Go (sshtest.Embedded, the
+// project's SSH fixture: 127.0.0.1, fresh
 // ed25519 host and client keys, a temp known_hosts, a temp HOME and
 // XDG_RUNTIME_DIR; a salted agent, so the first connect is cold, removed
 // again at the end), then connects through
@@ -11,7 +12,6 @@ import (
 	stdctx "context"
 	"errors"
 	"fmt"
-	"github.com/spindle-rpc/spindle/bootstrap"
 	"io"
 	"os"
 	"os/user"
@@ -19,6 +19,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/spindle-rpc/spindle/bootstrap"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
@@ -39,7 +42,7 @@ func main() {
 }
 
 func run(ctx stdctx.Context, w io.Writer) error {
-	srv, err := startDemoServer()
+	srv, err := sshtest.StartEmbedded()
 	if err != nil {
 		return fmt.Errorf("start the demo SSH server: %w", err)
 	}

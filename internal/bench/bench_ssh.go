@@ -20,6 +20,7 @@ import (
 	"github.com/spindle-rpc/spindle/daemon"
 	"github.com/spindle-rpc/spindle/internal/cli"
 	"github.com/spindle-rpc/spindle/internal/latency"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"github.com/spindle-rpc/spindle/target"
 
 	"github.com/skeema/knownhosts"
@@ -230,7 +231,7 @@ func sshBenchAvailable(f sshBenchFlags) error {
 		return nil
 	}
 	if err := sshdAvailable(); err != nil {
-		return fmt.Errorf("the ssh benchmarks need a target: give --ssh-target TARGET (resolved like the CLI's, e.g. -F cfg --ssh-target web1), or run as root with %s installed so that the bench starts a throwaway sshd itself (%v)", sshdPath, err)
+		return fmt.Errorf("the ssh benchmarks need a target: give --ssh-target TARGET (resolved like the CLI's, e.g. -F cfg --ssh-target web1), or run as root with %s installed so that the bench starts a throwaway sshd itself (%v)", sshtest.SSHD, err)
 	}
 	return nil
 }

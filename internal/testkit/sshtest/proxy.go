@@ -7,7 +7,7 @@ import (
 	"github.com/spindle-rpc/spindle/internal/latency"
 )
 
-// The proxy itself lives in internal/latency, shared with `spindle bench`.
+// The proxy itself lives in internal/latency, shared with `spindle-bench`.
 
 // LatencyProxy forwards 127.0.0.1:random to a target with added latency.
 type LatencyProxy = latency.Proxy

@@ -1,13 +1,21 @@
-// Package sshtest runs a real, throwaway OpenSSH server for end-to-end
-// tests: its own sshd_config, host keys, authorized keys and log in a
-// temporary directory, listening on 127.0.0.1 on a free port, killed when
-// the test ends. It also creates throwaway Unix users (any login shell)
-// and client keys, writes known_hosts files, and offers a TCP proxy that
-// adds latency or silently drops traffic.
+// Package sshtest is the project's one SSH server fixture, for the tests,
+// the benchmark harness (cmd/spindle-bench) and the demo:
 //
-// It needs root (to run sshd and create users) and /usr/sbin/sshd: without
-// them a test skips with a loud message naming scripts/test-deps.sh, and
-// fails instead when CI=true, so that CI can never pass by skipping.
+//   - Server is a real, throwaway OpenSSH server: its own sshd_config,
+//     host keys, authorized keys and log in a temporary directory,
+//     listening on 127.0.0.1 on a free port. Tests start it with Start or
+//     StartWith (killed when the test ends); the bench with Launch and
+//     Close.
+//   - User and Key are throwaway Unix users (any login shell, optionally
+//     with passwordless sudo) and client keys; KnownHosts files hold the
+//     server's host key. A TCP proxy (proxy.go) adds latency.
+//   - Embedded (embedded.go) is an SSH server written in Go, for the demo,
+//     which must run where no sshd is installed.
+//
+// The OpenSSH parts need root (to run sshd and create users) and
+// /usr/sbin/sshd: without them a test skips with a loud message naming
+// scripts/test-deps.sh, and fails instead when CI=true, so that CI can
+// never pass by skipping.
 //
 // The system sshd is never started or touched.
 package sshtest
@@ -41,6 +49,15 @@ const SSHD = "/usr/sbin/sshd"
 // root, sshd, ssh-keygen, useradd.
 func Require(t testing.TB) {
 	t.Helper()
+	if err := Available(); err != nil {
+		CannotRun(t, err.Error()+".\n"+
+			"!!! Run scripts/test-deps.sh (or `make test-deps`) as root on Debian to install what is needed")
+	}
+}
+
+// Available says why Launch and NewUser cannot work here, or nil: they
+// need root, sshd, ssh-keygen and the passwd tools.
+func Available() error {
 	var missing []string
 	if os.Geteuid() != 0 {
 		missing = append(missing, "root (to run sshd and create test users)")
@@ -54,11 +71,9 @@ func Require(t testing.TB) {
 		}
 	}
 	if len(missing) == 0 {
-		return
+		return nil
 	}
-	CannotRun(t, fmt.Sprintf("missing %s.\n"+
-		"!!! Run scripts/test-deps.sh (or `make test-deps`) as root on Debian to install what is needed",
-		strings.Join(missing, ", ")))
+	return fmt.Errorf("missing %s", strings.Join(missing, ", "))
 }
 
 // CannotRun says loudly that t cannot run here and why, and skips it —
@@ -133,46 +148,71 @@ func Start(t testing.TB) *Server { return StartWith(t, Options{}) }
 func StartWith(t testing.TB, opts Options) *Server {
 	t.Helper()
 	Require(t)
-	dir := TempDir(t, "sshtest-srv-")
-	s := &Server{Dir: dir, config: filepath.Join(dir, "sshd_config"), log: filepath.Join(dir, "sshd.log"),
-		hostKey: filepath.Join(dir, "host_ed25519"), host: "127.0.0.1", prefix: opts.Prefix, probe: opts.Probe}
-	if opts.ListenAddress != "" {
-		s.host = opts.ListenAddress
-	}
-	keygen(t, s.hostKey, "ed25519")
-	// sshd (Debian) insists on its privilege separation directory.
-	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+	s, err := Launch(opts)
+	if err != nil {
 		t.Fatalf("sshtest: %v", err)
-	}
-	var last error
-	for attempt := 0; attempt < 8; attempt++ {
-		port := opts.Port
-		if port == 0 {
-			var err error
-			if port, err = freePort(); err != nil {
-				t.Fatalf("sshtest: pick a port: %v", err)
-			}
-		}
-		s.Port = port
-		s.writeConfig(t, opts)
-		if last = s.start(); last == nil {
-			break
-		}
-		if opts.Port != 0 {
-			break // a fixed port: another attempt would fail the same way
-		}
-		t.Logf("sshtest: sshd on port %d: %v (retrying on another port)", port, last)
-	}
-	if last != nil {
-		t.Fatalf("sshtest: could not start sshd: %v\n%s", last, s.Log())
 	}
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
 			t.Logf("sshtest: sshd log (%s):\n%s", s.log, tail(s.Log(), 200))
 		}
+		os.RemoveAll(s.Dir)
 	})
 	return s
+}
+
+// Launch runs a fresh sshd, for a program that is not a test (the
+// bench); Close stops it and removes its files. Available says whether
+// it can work here.
+func Launch(opts Options) (_ *Server, err error) {
+	dir, err := tempDir("sshtest-srv-")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{Dir: dir, config: filepath.Join(dir, "sshd_config"), log: filepath.Join(dir, "sshd.log"),
+		hostKey: filepath.Join(dir, "host_ed25519"), host: "127.0.0.1", prefix: opts.Prefix, probe: opts.Probe}
+	defer func() {
+		if err != nil {
+			os.RemoveAll(dir)
+		}
+	}()
+	if opts.ListenAddress != "" {
+		s.host = opts.ListenAddress
+	}
+	if err := keygen(s.hostKey, "ed25519"); err != nil {
+		return nil, err
+	}
+	// sshd (Debian) insists on its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		return nil, err
+	}
+	var last error
+	for attempt := 0; attempt < 8; attempt++ {
+		port := opts.Port
+		if port == 0 {
+			if port, err = freePort(); err != nil {
+				return nil, fmt.Errorf("pick a port: %w", err)
+			}
+		}
+		s.Port = port
+		if err := s.writeConfig(opts); err != nil {
+			return nil, err
+		}
+		if last = s.start(); last == nil {
+			return s, nil
+		}
+		if opts.Port != 0 {
+			break // a fixed port: another attempt would fail the same way
+		}
+	}
+	return nil, fmt.Errorf("could not start sshd: %v\n%s", last, tail(s.Log(), 50))
+}
+
+// Close stops sshd and removes its files (Launch's).
+func (s *Server) Close() {
+	s.stop()
+	os.RemoveAll(s.Dir)
 }
 
 // Addr is "127.0.0.1:PORT" (the listen address when
@@ -192,15 +232,25 @@ func (s *Server) KnownHostsName() string {
 // HostKeyLine is the server's current host key as a known_hosts line.
 func (s *Server) HostKeyLine(t testing.TB) string {
 	t.Helper()
-	pub, err := os.ReadFile(s.hostKey + ".pub")
+	line, err := s.HostKeyLineFor(s.KnownHostsName())
 	if err != nil {
 		t.Fatalf("sshtest: %v", err)
 	}
+	return line
+}
+
+// HostKeyLineFor is the server's current host key as a known_hosts line
+// for name (say "[127.0.0.1]:PORT" of a proxy in front of the server).
+func (s *Server) HostKeyLineFor(name string) (string, error) {
+	pub, err := os.ReadFile(s.hostKey + ".pub")
+	if err != nil {
+		return "", err
+	}
 	f := strings.Fields(string(pub))
 	if len(f) < 2 {
-		t.Fatalf("sshtest: bad host public key %q", pub)
+		return "", fmt.Errorf("bad host public key %q", pub)
 	}
-	return s.KnownHostsName() + " " + f[0] + " " + f[1]
+	return name + " " + f[0] + " " + f[1], nil
 }
 
 // KnownHosts writes a known_hosts file holding the server's host key and
@@ -226,7 +276,9 @@ func (s *Server) RestartWithNewHostKey(t testing.TB) {
 	s.stop()
 	os.Remove(s.hostKey)
 	os.Remove(s.hostKey + ".pub")
-	keygen(t, s.hostKey, "ed25519")
+	if err := keygen(s.hostKey, "ed25519"); err != nil {
+		t.Fatalf("sshtest: %v", err)
+	}
 	var err error
 	for attempt := 0; attempt < 20; attempt++ {
 		// The old listener's port may linger for a moment.
@@ -242,8 +294,7 @@ func (s *Server) RestartWithNewHostKey(t testing.TB) {
 // processes); later connections are refused.
 func (s *Server) Stop() { s.stop() }
 
-func (s *Server) writeConfig(t testing.TB, opts Options) {
-	t.Helper()
+func (s *Server) writeConfig(opts Options) error {
 	lines := append(append([]string{}, opts.Extra...),
 		"ListenAddress "+s.host,
 		"Port "+strconv.Itoa(s.Port),
@@ -275,10 +326,10 @@ func (s *Server) writeConfig(t testing.TB, opts Options) {
 		// logins that the auth tests make on purpose.
 		lines = append(lines, "PerSourcePenalties no")
 	}
-	writeFile(t, s.config, strings.Join(lines, "\n")+"\n", 0o600)
-	if err := os.MkdirAll(filepath.Join(s.Dir, "authorized_keys"), 0o755); err != nil {
-		t.Fatalf("sshtest: %v", err)
+	if err := os.WriteFile(s.config, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		return err
 	}
+	return os.MkdirAll(filepath.Join(s.Dir, "authorized_keys"), 0o755)
 }
 
 var (
@@ -302,6 +353,8 @@ func perSourcePenaltiesSupported() bool {
 // (for instance when another process took the port).
 func (s *Server) start() error {
 	os.Truncate(s.log, 0)
+	pidFile := filepath.Join(s.Dir, "sshd.pid")
+	os.Remove(pidFile)
 	argv := append(append([]string{}, s.prefix...), SSHD, "-D", "-f", s.config, "-E", s.log)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdin = nil
@@ -327,7 +380,10 @@ func (s *Server) start() error {
 			return fmt.Errorf("sshd exited: %s\n%s", strings.TrimSpace(stderr.String()), tail(s.Log(), 20))
 		default:
 		}
-		if strings.Contains(s.Log(), want) {
+		// The log says so at LogLevel INFO and above; sshd writes its
+		// pid file once it listens, at any level (LogLevel ERROR: the
+		// bench's).
+		if strings.Contains(s.Log(), want) || pidFileNames(pidFile, cmd.Process.Pid) {
 			if s.probe != nil {
 				if s.probe(s.Addr()) == nil {
 					return nil
@@ -341,6 +397,12 @@ func (s *Server) start() error {
 	}
 	s.stop()
 	return fmt.Errorf("sshd did not listen on %s within 15s", s.Addr())
+}
+
+// pidFileNames says whether the pid file names pid.
+func pidFileNames(file string, pid int) bool {
+	b, err := os.ReadFile(file)
+	return err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(pid)
 }
 
 // stop kills the listening sshd and its per-connection children (by pid).
@@ -435,38 +497,57 @@ type Key struct {
 // ClientKey generates an ed25519 client key pair for t.
 func ClientKey(t testing.TB) *Key {
 	t.Helper()
-	p := filepath.Join(TempDir(t, "sshtest-key-"), "id_ed25519")
-	keygen(t, p, "ed25519")
-	pub, err := os.ReadFile(p + ".pub")
+	k, err := NewKey(TempDir(t, "sshtest-key-"))
 	if err != nil {
 		t.Fatalf("sshtest: %v", err)
 	}
-	return &Key{Path: p, Public: strings.TrimSpace(string(pub))}
+	return k
+}
+
+// NewKey generates an ed25519 client key pair in dir (id_ed25519).
+func NewKey(dir string) (*Key, error) {
+	p := filepath.Join(dir, "id_ed25519")
+	if err := keygen(p, "ed25519"); err != nil {
+		return nil, err
+	}
+	pub, err := os.ReadFile(p + ".pub")
+	if err != nil {
+		return nil, err
+	}
+	return &Key{Path: p, Public: strings.TrimSpace(string(pub))}, nil
 }
 
 // Authorize lets k log in as u on this server.
 func (s *Server) Authorize(t testing.TB, u *User, k *Key) {
 	t.Helper()
-	p := filepath.Join(s.Dir, "authorized_keys", u.Name)
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
-	if err != nil {
-		t.Fatalf("sshtest: %v", err)
-	}
-	defer f.Close()
-	if _, err := fmt.Fprintln(f, k.Public); err != nil {
+	if err := s.AuthorizeKey(u, k); err != nil {
 		t.Fatalf("sshtest: %v", err)
 	}
 }
 
-func keygen(t testing.TB, path, typ string) {
-	t.Helper()
+// AuthorizeKey is Authorize for a program that is not a test.
+func (s *Server) AuthorizeKey(u *User, k *Key) error {
+	p := filepath.Join(s.Dir, "authorized_keys", u.Name)
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := fmt.Fprintln(f, k.Public); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+func keygen(path, typ string) error {
 	args := []string{"-q", "-t", typ, "-N", "", "-C", "sshtest", "-f", path}
 	if typ == "rsa" {
 		args = append(args, "-b", "2048")
 	}
 	if out, err := exec.Command("ssh-keygen", args...).CombinedOutput(); err != nil {
-		t.Fatalf("sshtest: ssh-keygen %v: %v\n%s", args, err, out)
+		return fmt.Errorf("ssh-keygen %v: %v\n%s", args, err, out)
 	}
+	return nil
 }
 
 // User is a throwaway Unix account.
@@ -476,6 +557,8 @@ type User struct {
 	Home     string
 	Shell    string
 	Password string
+
+	sudoers string // the drop-in AllowSudo wrote
 }
 
 // userMu serialises useradd/userdel: they lock /etc/passwd and fail, not
@@ -488,6 +571,21 @@ var userMu sync.Mutex
 func CreateUser(t testing.TB, shell string) *User {
 	t.Helper()
 	Require(t)
+	u, err := NewUser(shell)
+	if err != nil {
+		t.Fatalf("sshtest: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := u.Remove(); err != nil {
+			t.Errorf("sshtest: %v", err)
+		}
+	})
+	return u
+}
+
+// NewUser is CreateUser for a program that is not a test: Remove removes
+// the user.
+func NewUser(shell string) (*User, error) {
 	name := "sp" + randHex(5)
 	pw := randHex(12)
 	userMu.Lock()
@@ -501,28 +599,38 @@ func CreateUser(t testing.TB, shell string) *User {
 	}
 	userMu.Unlock()
 	if err != nil {
-		t.Fatalf("sshtest: useradd %s: %v\n%s", name, err, out)
+		return nil, fmt.Errorf("useradd %s: %v\n%s", name, err, out)
 	}
 	u := &User{Name: name, Shell: shell, Password: pw}
-	t.Cleanup(func() { removeUser(t, u) })
+	fail := func(err error) (*User, error) {
+		u.Remove() //nolint:errcheck // the first error says more
+		return nil, err
+	}
 	for _, f := range []struct {
 		flag string
 		dst  *int
 	}{{"-u", &u.UID}, {"-g", &u.GID}} {
 		b, err := exec.Command("id", f.flag, name).Output()
 		if err != nil {
-			t.Fatalf("sshtest: id %s %s: %v", f.flag, name, err)
+			return fail(fmt.Errorf("id %s %s: %v", f.flag, name, err))
 		}
 		*f.dst, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 	}
 	b, err := exec.Command("getent", "passwd", name).Output()
 	if err != nil {
-		t.Fatalf("sshtest: getent passwd %s: %v", name, err)
+		return fail(fmt.Errorf("getent passwd %s: %v", name, err))
 	}
 	if f := strings.Split(strings.TrimSpace(string(b)), ":"); len(f) >= 7 {
 		u.Home = f[5]
 	}
-	return u
+	return u, nil
+}
+
+// AllowSudo gives u passwordless sudo (a drop-in in /etc/sudoers.d,
+// removed with the user).
+func (u *User) AllowSudo() error {
+	u.sudoers = "/etc/sudoers.d/sshtest-" + u.Name
+	return os.WriteFile(u.sudoers, []byte(u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL\n"), 0o440)
 }
 
 // CacheDirs are the agent cache directories the first stage considers for
@@ -559,7 +667,12 @@ func (u *User) Pids() []int {
 	return out
 }
 
-func removeUser(t testing.TB, u *User) {
+// Remove removes u: its processes, sudo rights, home and agent cache
+// directories.
+func (u *User) Remove() error {
+	if u.sudoers != "" {
+		os.Remove(u.sudoers)
+	}
 	// Kill the user's processes (our agents, by pid) so userdel can go.
 	for round := 0; round < 50; round++ {
 		pids := u.Pids()
@@ -582,8 +695,9 @@ func removeUser(t testing.TB, u *User) {
 	out, err := exec.Command("userdel", "-r", "-f", u.Name).CombinedOutput()
 	userMu.Unlock()
 	if err != nil && !strings.Contains(string(out), "mail spool") {
-		t.Errorf("sshtest: userdel %s: %v\n%s", u.Name, err, out)
+		return fmt.Errorf("userdel %s: %v\n%s", u.Name, err, out)
 	}
+	return nil
 }
 
 // MountTmpfs mounts a small tmpfs on dir (created if missing) and
@@ -627,15 +741,25 @@ func unmountAll(dir string) {
 // authorized keys as the user, cannot enter.
 func TempDir(t testing.TB, prefix string) string {
 	t.Helper()
-	d, err := os.MkdirTemp("", prefix)
+	d, err := tempDir(prefix)
 	if err != nil {
-		t.Fatalf("sshtest: %v", err)
-	}
-	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatalf("sshtest: %v", err)
 	}
 	t.Cleanup(func() { os.RemoveAll(d) })
 	return d
+}
+
+// tempDir is TempDir, removed by the caller.
+func tempDir(prefix string) (string, error) {
+	d, err := os.MkdirTemp("", prefix)
+	if err != nil {
+		return "", err
+	}
+	if err := os.Chmod(d, 0o755); err != nil {
+		os.RemoveAll(d)
+		return "", err
+	}
+	return d, nil
 }
 
 func writeFile(t testing.TB, p, content string, mode os.FileMode) {

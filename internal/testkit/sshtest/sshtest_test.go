@@ -1,6 +1,7 @@
 package sshtest
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"strconv"
@@ -10,6 +11,7 @@ import (
 
 	"go.uber.org/goleak"
 	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/knownhosts"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -113,5 +115,51 @@ func TestPasswordAuth(t *testing.T) {
 		if c != nil {
 			c.Close()
 		}
+	}
+}
+
+// The embedded server runs an exec request as the current user and
+// reports its exit status; it refuses what it does not serve.
+func TestEmbedded(t *testing.T) {
+	t.Parallel()
+	s, err := StartEmbedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	key, err := os.ReadFile(s.KeyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, err := ssh.ParsePrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kh, err := knownhosts.New(s.KnownHosts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := ssh.Dial("tcp", "127.0.0.1:"+strconv.Itoa(s.Port), &ssh.ClientConfig{User: "any",
+		Auth: []ssh.AuthMethod{ssh.PublicKeys(signer)}, HostKeyCallback: kh, Timeout: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	sess, err := c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := sess.Output("echo $HOME; exit 3")
+	var ee *ssh.ExitError
+	if !errors.As(err, &ee) || ee.ExitStatus() != 3 || !strings.HasPrefix(string(out), "/") {
+		t.Errorf("exec: %q, %v; want HOME and exit status 3", out, err)
+	}
+	sess, err = c.NewSession()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	if err := sess.Shell(); err == nil {
+		t.Errorf("a shell request was served")
 	}
 }

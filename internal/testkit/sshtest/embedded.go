@@ -1,4 +1,4 @@
-package main
+package sshtest
 
 import (
 	"crypto/ed25519"
@@ -19,12 +19,13 @@ import (
 	"golang.org/x/crypto/ssh/knownhosts"
 )
 
-// demoServer is a throwaway SSH server embedded in the demo: it listens on
-// 127.0.0.1, accepts only the demo's fresh client key, and serves "exec"
+// Embedded is a throwaway SSH server written in Go, for the demo, which
+// must work where no sshd is installed and without root: it listens on
+// 127.0.0.1, accepts only its fresh client key, and serves "exec"
 // requests by running the command with /bin/sh -c as the current user, in
-// a private HOME and XDG_RUNTIME_DIR.
-// Everything else (shells, PTYs, port forwarding, subsystems) is refused.
-type demoServer struct {
+// a private HOME and XDG_RUNTIME_DIR. Everything else (shells, PTYs, port
+// forwarding, subsystems) is refused.
+type Embedded struct {
 	ln   net.Listener
 	dir  string // temp dir: keys, known_hosts, the sessions' HOME
 	home string
@@ -43,9 +44,9 @@ type demoServer struct {
 	wg        sync.WaitGroup
 }
 
-// startDemoServer starts the server with files under a new temp dir.
-func startDemoServer() (_ *demoServer, err error) {
-	dir, err := os.MkdirTemp("", "spindle-demo-")
+// StartEmbedded starts the server with files under a new temp dir.
+func StartEmbedded() (_ *Embedded, err error) {
+	dir, err := os.MkdirTemp("", "spindle-sshtest-")
 	if err != nil {
 		return nil, err
 	}
@@ -54,7 +55,7 @@ func startDemoServer() (_ *demoServer, err error) {
 			os.RemoveAll(dir)
 		}
 	}()
-	s := &demoServer{dir: dir, home: filepath.Join(dir, "home"), xdg: filepath.Join(dir, "run"), conns: map[net.Conn]bool{}}
+	s := &Embedded{dir: dir, home: filepath.Join(dir, "home"), xdg: filepath.Join(dir, "run"), conns: map[net.Conn]bool{}}
 	for _, d := range []string{s.home, s.xdg} {
 		if err := os.Mkdir(d, 0o700); err != nil {
 			return nil, err
@@ -76,7 +77,7 @@ func startDemoServer() (_ *demoServer, err error) {
 	if err != nil {
 		return nil, err
 	}
-	block, err := ssh.MarshalPrivateKey(clientPriv, "spindle-demo")
+	block, err := ssh.MarshalPrivateKey(clientPriv, "sshtest")
 	if err != nil {
 		return nil, err
 	}
@@ -114,14 +115,14 @@ func startDemoServer() (_ *demoServer, err error) {
 // cacheDirs are the first stage's cache directories for our sessions, in
 // its order: /dev/shm and /tmp are the machine's, so a demo's agent is
 // usually cached outside s.dir.
-func (s *demoServer) cacheDirs() []string {
+func (s *Embedded) cacheDirs() []string {
 	return bootstrap.StageCacheDirs(os.Getuid(), s.home, s.xdg)
 }
 
 // CachedAgent returns the cached agent file with this sha256, and has
-// Close remove it and its memo: the demo's agent is salted, so no later
-// run could use it.
-func (s *demoServer) CachedAgent(hash string) (string, error) {
+// Close remove it and its memo: for a salted agent (bootstrap.Salted),
+// which no later run could use.
+func (s *Embedded) CachedAgent(hash string) (string, error) {
 	for _, d := range s.cacheDirs() {
 		files, _ := filepath.Glob(filepath.Join(d, "agent-*-"+hash[:16]))
 		if len(files) == 1 {
@@ -135,7 +136,7 @@ func (s *demoServer) CachedAgent(hash string) (string, error) {
 }
 
 // Close stops the server, ends its connections and removes its files.
-func (s *demoServer) Close() error {
+func (s *Embedded) Close() error {
 	s.mu.Lock()
 	s.closed = true
 	for c := range s.conns {
@@ -151,7 +152,7 @@ func (s *demoServer) Close() error {
 	return err
 }
 
-func (s *demoServer) serve() {
+func (s *Embedded) serve() {
 	defer s.wg.Done()
 	for {
 		c, err := s.ln.Accept()
@@ -178,7 +179,7 @@ func (s *demoServer) serve() {
 	}
 }
 
-func (s *demoServer) handleConn(c net.Conn) {
+func (s *Embedded) handleConn(c net.Conn) {
 	sc, chans, reqs, err := ssh.NewServerConn(c, s.cfg)
 	if err != nil {
 		return
@@ -210,7 +211,7 @@ func (s *demoServer) handleConn(c net.Conn) {
 
 // handleSession serves one session: the first "exec" runs; every other
 // request is refused.
-func (s *demoServer) handleSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
+func (s *Embedded) handleSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 	defer ch.Close()
 	done := make(chan uint32, 1)
 	started := false
@@ -232,7 +233,7 @@ func (s *demoServer) handleSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 			cmd, err := s.command(p.Command, ch)
 			if err != nil {
 				req.Reply(false, nil)
-				fmt.Fprintf(ch.Stderr(), "spindle-demo: %v\n", err)
+				fmt.Fprintf(ch.Stderr(), "sshtest: %v\n", err)
 				return
 			}
 			started = true
@@ -247,7 +248,7 @@ func (s *demoServer) handleSession(ch ssh.Channel, reqs <-chan *ssh.Request) {
 
 // command starts /bin/sh -c line wired to ch and returns a function that
 // waits for it and its output and returns its exit status.
-func (s *demoServer) command(line string, ch ssh.Channel) (func() uint32, error) {
+func (s *Embedded) command(line string, ch ssh.Channel) (func() uint32, error) {
 	cmd := exec.Command("/bin/sh", "-c", line)
 	cmd.Dir = s.home
 	cmd.Env = []string{"HOME=" + s.home, "XDG_RUNTIME_DIR=" + s.xdg, "SHELL=/bin/sh",
