@@ -411,8 +411,9 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         per command: 'spindle run --persist' vs ssh over its master),
         cli_run_many_20 ('spindle run' on 20 targets at once, each a
         name of its own for the server, vs 20 'ssh HOST true &' and
-        wait), ssh_connect_cached (connect + first call
-        vs a fresh 'ssh host true'), ssh_connect_cold (the same with the
+        wait), ssh_connect_cached (connect, with a cold
+        ssh -G lookup, + first call + close, vs a fresh 'ssh host
+        true'), ssh_connect_cold (the same with the
         agent cache emptied first, vs a fresh ssh piping the same
         compressed agent into 'zstd -dc' or 'gzip -dc' (agent_format
         says which); extra_ns is cold − cached,
