@@ -45,7 +45,9 @@ func Example() {
 // first is started by the previous hop's agent, over the one SSH
 // connection to the bastion. The SSH hop from the bastion signs with this
 // machine's keys and checks this machine's known_hosts; no key is copied
-// anywhere.
+// anywhere. It has no Output: `go test` compiles it but does not run it
+// (it needs the hosts); package target's Example_local runs a chain
+// opened from its string ("local,local") here.
 func Example_chain() {
 	ctx := context.Background()
 	ctl := spindle.NewController(spindle.Options{})

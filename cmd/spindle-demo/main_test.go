@@ -8,15 +8,15 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/spindle-rpc/spindle/internal/testkit"
 )
 
 // TestDemo runs the demo program as `make demo` does: it needs no sshd.
 // The agent comes from the embedded agents or, in a plain `go test`, from
 // a spindle-agent built here.
 func TestDemo(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds and runs the demo")
-	}
+	testkit.Need(t, !testing.Short(), "TestDemo builds and runs the demo binaries: not under -short")
 	dir := t.TempDir()
 	out, err := osexec.Command("go", "env", "GOMOD").Output()
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/target"
 )
 
@@ -403,7 +404,7 @@ func TestE2ECpProgressOnTerminal(t *testing.T) {
 func testCpProgress(t *testing.T, size string, args ...string) {
 	ptmx, tty, err := pty.Open()
 	if err != nil {
-		t.Skip("no pty:", err)
+		testkit.Unavailable(t, "no pseudo-terminal to draw the progress bar on: "+err.Error())
 	}
 	defer ptmx.Close()
 	pty.Setsize(ptmx, &pty.Winsize{Rows: 24, Cols: 120})

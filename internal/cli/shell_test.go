@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/internal/testkit/ptytest"
 )
 
@@ -127,9 +128,7 @@ func TestShellEscapeSuspend(t *testing.T) {
 
 func testShellEscapeSuspend(t *testing.T, env []string, flags string) {
 	bash, err := osexec.LookPath("bash")
-	if err != nil {
-		t.Skip("no bash for job control")
-	}
+	testkit.Need(t, err == nil, "no bash for job control (package bash)")
 	cmd := osexec.Command(bash, "--norc", "--noprofile", "-i")
 	cmd.Env = append(env, "PS1=prompt$ ", "TERM=dumb")
 	r := ptytest.Start(t, cmd)
