@@ -114,21 +114,21 @@ type daemonHandler struct {
 	verbose int
 }
 
-// sessionKey names a connection: the same target through the same flags.
-func sessionKey(r *proto.Run) string {
+// flagsKey names r's target and connection flags.
+func flagsKey(r *proto.Run) string {
 	return fmt.Sprintf("%q", []any{r.Via, r.Target, r.ConfigFile, r.Identities, r.Options, r.HostKeyPolicy,
 		r.PasswordEnv, r.BecomePasswordEnv, r.AskBecomePass})
 }
 
-// groupKey names r's connection flags: sessionKey less the target, and
+// groupKey names r's connection flags: flagsKey less the target, and
 // less -J, whose hops the routes' names hold.
 func groupKey(r *proto.Run) string {
 	rt := *r
 	rt.Target, rt.Via = "", ""
-	return sessionKey(&rt)
+	return flagsKey(&rt)
 }
 
-// runFor runs r's command on its kept connection (made now if there is
+// handle runs the request's command on its kept connection (made now if there is
 // none, or if it died) and returns the CLI's exit status and what the CLI
 // would have printed on stderr.
 func (d *daemonHandler) handle(ctx stdctx.Context, cl *daemon.CLIRequest) (int, string) {
