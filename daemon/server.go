@@ -193,9 +193,11 @@ func (s *Server) Begin(idle time.Duration) (end func()) {
 var ErrNotRunning = errors.New("no daemon runs for this socket")
 
 // Stop stops the daemon serving socket, through its pid file, and waits
-// (10 s at most) until the socket is gone. It returns the daemon's pid,
-// or ErrNotRunning (wrapped, saying so when a stale pid file was
-// removed).
+// (10 s at most) until the socket is gone. Only a process whose command
+// line names socket (as the argv given to Start does) is signalled: a
+// pid file left by a killed daemon may name another process by now. It
+// returns the daemon's pid, or ErrNotRunning (wrapped, saying so when a
+// stale pid file was removed).
 func Stop(socket string) (pid int, err error) {
 	b, err := os.ReadFile(socket + ".pid")
 	if errors.Is(err, os.ErrNotExist) {
@@ -208,8 +210,6 @@ func Stop(socket string) (pid int, err error) {
 	if err != nil || pid <= 0 {
 		return 0, fmt.Errorf("%s.pid: no pid in %q", socket, b)
 	}
-	// A pid file left by a daemon that was killed may name another
-	// process by now: only one serving this socket is signalled.
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	c, derr := net.Dial("unix", socket)
 	if derr == nil {
