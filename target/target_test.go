@@ -19,6 +19,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/connectors/su"
 	"github.com/spindle-rpc/spindle/connectors/sudo"
+	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/services/sys"
 	"go.uber.org/goleak"
@@ -114,8 +115,8 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) succeeded, want error containing %q", tc.in, tc.want)
 			continue
 		}
-		if !errors.Is(err, ErrBadTarget) {
-			t.Errorf("Parse(%q): %v is not ErrBadTarget", tc.in, err)
+		if !errors.Is(err, ErrBadTarget) || !errors.Is(err, errkind.ErrBadArgs) {
+			t.Errorf("Parse(%q): %v is not ErrBadTarget and errkind.ErrBadArgs", tc.in, err)
 		}
 		if !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Parse(%q) = %q, want it to contain %q", tc.in, err, tc.want)

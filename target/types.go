@@ -6,6 +6,7 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
+	"github.com/spindle-rpc/spindle/errkind"
 )
 
 // Hop is one step of a target chain.
@@ -98,8 +99,11 @@ func (e *ParseError) Error() string { return fmt.Sprintf("%v %q: %v", ErrBadTarg
 
 func (e *ParseError) Unwrap() error { return e.Err }
 
-// Is makes every ParseError match ErrBadTarget.
-func (e *ParseError) Is(target error) bool { return target == ErrBadTarget }
+// Is makes every ParseError match ErrBadTarget and, for callers that test
+// only the project's error kinds, errkind.ErrBadArgs.
+func (e *ParseError) Is(target error) bool {
+	return target == ErrBadTarget || target == errkind.ErrBadArgs
+}
 
 // reason is a ParseError's Err: a message of its own, wrapping the
 // sentinel of its kind.
