@@ -17,6 +17,8 @@ import (
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/docker"
 	"github.com/spindle-rpc/spindle/connectors/local"
+	"github.com/spindle-rpc/spindle/connectors/lxc"
+	"github.com/spindle-rpc/spindle/connectors/podman"
 	"github.com/spindle-rpc/spindle/connectors/setns"
 	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
 	sexec "github.com/spindle-rpc/spindle/services/exec"
@@ -100,10 +102,10 @@ func randomName(prefix string) string {
 	return prefix + hex.EncodeToString(b)
 }
 
-// TestDockerConnector: docker exec into a busybox-only container, as root
+// TestContainerDocker: docker exec into a busybox-only container, as root
 // and as app; the same hop again is the same child; Close ends the agent
 // in the container.
-func TestDockerConnector(t *testing.T) {
+func TestContainerDocker(t *testing.T) {
 	t.Parallel()
 	c := containertest.Run(t)
 	_, parent := mustConnect(t, nil, local.Options{})
@@ -139,9 +141,9 @@ func TestDockerConnector(t *testing.T) {
 	gone(t, root, pid)
 }
 
-// TestDockerConnectorErrors: what a user gets wrong is a clear error of
+// TestContainerDockerErrors: what a user gets wrong is a clear error of
 // the right kind that names the hop and says what to do.
-func TestDockerConnectorErrors(t *testing.T) {
+func TestContainerDockerErrors(t *testing.T) {
 	t.Parallel()
 	c := containertest.Run(t)
 	stopped := containertest.Create(t)
@@ -150,23 +152,40 @@ func TestDockerConnectorErrors(t *testing.T) {
 	defer cancel()
 
 	missing := randomName("spt-missing-")
-	for _, tc := range []struct {
-		what string
-		opts docker.Options
-		want []string
-	}{
-		{"no such container", docker.Options{Container: missing},
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such container", docker.Options{Container: missing}, spindle.ErrNotFound,
 			[]string{"local → docker:" + missing, "no such container", "docker ps -a"}},
-		{"a stopped container", docker.Options{Container: stopped},
+		{"a stopped container", docker.Options{Container: stopped}, spindle.ErrNotFound,
 			[]string{"local → docker:" + stopped, "not running", "docker start " + stopped}},
-		{"no such user", docker.Options{Container: c.Name, User: "nosuchuser"},
+		{"no such user", docker.Options{Container: c.Name, User: "nosuchuser"}, spindle.ErrNotFound,
 			[]string{"docker:nosuchuser@" + c.Name, "no such user", "nosuchuser"}},
-		{"docker not installed", docker.Options{Container: c.Name, DockerPath: "/nonexistent/docker"},
+		{"docker not installed", docker.Options{Container: c.Name, DockerPath: "/nonexistent/docker"}, spindle.ErrNotFound,
 			[]string{"docker:" + c.Name, "not installed", "/nonexistent/docker does not exist", "DockerPath"}},
-	} {
-		_, err := parent.Connect(ctx, tc.opts)
-		if !errors.Is(err, spindle.ErrNotFound) {
-			t.Errorf("%s: %v, want an error that is ErrNotFound", tc.what, err)
+	})
+}
+
+// errCase is a hop that must fail with an error of kind that says each
+// of want (case aside).
+type errCase struct {
+	what string
+	hop  spindle.Connector
+	kind error
+	want []string
+}
+
+// checkErrors connects each case's hop from parent and checks its error;
+// the failures must leave parent working.
+func checkErrors(ctx stdctx.Context, t *testing.T, parent *spindle.Context, cases []errCase) {
+	t.Helper()
+	for _, tc := range cases {
+		cx, err := parent.Connect(ctx, tc.hop)
+		if err == nil {
+			cx.Close()
+			t.Errorf("%s: connected to %s", tc.what, cx.Name())
+			continue
+		}
+		if !errors.Is(err, tc.kind) {
+			t.Errorf("%s: %v, want an error that is %v", tc.what, err, tc.kind)
 			continue
 		}
 		for _, w := range tc.want {
@@ -176,17 +195,16 @@ func TestDockerConnectorErrors(t *testing.T) {
 		}
 		t.Logf("%s: %v", tc.what, err)
 	}
-	// The failures left the parent working.
 	if err := sys.Ping(ctx, parent); err != nil {
-		t.Fatal(err)
+		t.Fatalf("the parent after the failed hops: %v", err)
 	}
 }
 
-// TestSetnsConnector: the local agent (root) joins a busybox-only
+// TestContainerSetns: the local agent (root) joins a busybox-only
 // container's namespaces itself and starts the agent there with the
 // container's sh, by container name (docker inspect) and by PID, as root
 // and as app.
-func TestSetnsConnector(t *testing.T) {
+func TestContainerSetns(t *testing.T) {
 	t.Parallel()
 	containertest.NeedRoot(t, "setns enters a container's namespaces")
 	c := containertest.Run(t)
@@ -233,32 +251,185 @@ func TestSetnsConnector(t *testing.T) {
 
 	missing := randomName("spt-missing-")
 	stopped := containertest.Create(t)
-	for _, tc := range []struct {
-		what string
-		opts setns.Options
-		want []string
-	}{
-		{"no such container", setns.Options{Container: missing},
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such container", setns.Options{Container: missing}, spindle.ErrNotFound,
 			[]string{"local → setns:" + missing, "no such container", "docker ps -a"}},
-		{"a stopped container", setns.Options{Container: stopped},
+		{"a stopped container", setns.Options{Container: stopped}, spindle.ErrNotFound,
 			[]string{"local → setns:" + stopped, "not running", "start it"}},
-		{"no such user", setns.Options{Container: c.Name, User: "nosuchuser"},
+		{"no such user", setns.Options{Container: c.Name, User: "nosuchuser"}, spindle.ErrNotFound,
 			[]string{"setns:nosuchuser@" + c.Name, "no such user", "nosuchuser"}},
-		{"docker not installed", setns.Options{Container: c.Name, RuntimePath: "/nonexistent/docker"},
+		{"docker not installed", setns.Options{Container: c.Name, RuntimePath: "/nonexistent/docker"}, spindle.ErrNotFound,
 			[]string{"not installed", "/nonexistent/docker does not exist", "RuntimePath"}},
-	} {
-		_, err := parent.Connect(ctx, tc.opts)
-		if !errors.Is(err, spindle.ErrNotFound) {
-			t.Errorf("%s: %v, want an error that is ErrNotFound", tc.what, err)
-			continue
-		}
-		for _, w := range tc.want {
-			if !strings.Contains(lower(err), strings.ToLower(w)) {
-				t.Errorf("%s: %q does not say %q", tc.what, err, w)
-			}
-		}
-		t.Logf("%s: %v", tc.what, err)
+	})
+}
+
+// TestContainerPodman: podman exec (rootful) into a busybox-only
+// container, as root and as app; the same hop again is the same child;
+// Close ends the agent in the container. setns finds the same container
+// through `podman inspect`.
+func TestContainerPodman(t *testing.T) {
+	t.Parallel()
+	c := containertest.Podman.Run(t, containertest.Image)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	root, err := parent.Connect(ctx, podman.Options{Container: c.Name})
+	if err != nil {
+		t.Fatal(err)
 	}
+	if want := "local → podman:" + c.Name; root.Name() != want {
+		t.Fatalf("child name %q, want %q", root.Name(), want)
+	}
+	inContainer(t, root, c, 0, "root", "/root")
+	if again, err := parent.Connect(ctx, podman.Options{Container: c.Name}); err != nil || again != root {
+		t.Fatalf("connecting podman:%s again gave %v, %v; want the running child", c.Name, again, err)
+	}
+
+	app, err := parent.Connect(ctx, podman.Options{Container: c.Name, User: "app"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app == root || app.Name() != "local → podman:app@"+c.Name {
+		t.Fatalf("the app hop is %q (same as root: %v)", app.Name(), app == root)
+	}
+	inContainer(t, app, c, 1000, "app", "/home/app")
+	pid := app.Hello().PID
+	if err := app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-app.Done()
+	gone(t, root, pid)
+
+	// Rootful podman: the tests run as root, as setns needs.
+	byName, err := parent.Connect(ctx, setns.Options{Container: c.Name, Runtime: setns.Podman})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inContainer(t, byName, c, 0, "root", "/root")
+}
+
+// TestContainerPodmanErrors: what real podman says when the container is
+// missing, stopped, has no such user or no sh, and podman itself is
+// missing, reaches the user as an error of the right kind that names the
+// hop and says what to do.
+func TestContainerPodmanErrors(t *testing.T) {
+	t.Parallel()
+	c := containertest.Podman.Run(t, containertest.Image)
+	noShell := containertest.Podman.Run(t, containertest.Image)
+	containertest.Podman.Exec(t, noShell.Name, "rm", "/bin/sh")
+	stopped := containertest.Podman.Create(t)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	missing := randomName("spt-missing-")
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such container", podman.Options{Container: missing}, spindle.ErrNotFound,
+			[]string{"local → podman:" + missing, "no such container", "podman ps -a"}},
+		{"a stopped container", podman.Options{Container: stopped}, spindle.ErrNotFound,
+			[]string{"local → podman:" + stopped, "not running", "podman start " + stopped}},
+		{"no such user", podman.Options{Container: c.Name, User: "nosuchuser"}, spindle.ErrNotFound,
+			[]string{"podman:nosuchuser@" + c.Name, "no such user", "nosuchuser"}},
+		{"no sh", podman.Options{Container: noShell.Name}, spindle.ErrNotFound,
+			[]string{"podman:" + noShell.Name, "no sh in the container", "busybox"}},
+		{"podman not installed", podman.Options{Container: c.Name, PodmanPath: "/nonexistent/podman"}, spindle.ErrNotFound,
+			[]string{"podman:" + c.Name, "not installed", "/nonexistent/podman does not exist", "PodmanPath"}},
+		{"setns: a stopped container", setns.Options{Container: stopped, Runtime: setns.Podman}, spindle.ErrNotFound,
+			[]string{"setns:" + stopped, "not running"}},
+		{"setns: no such container", setns.Options{Container: missing, Runtime: setns.Podman}, spindle.ErrNotFound,
+			[]string{"setns:" + missing, "no such container", "podman ps -a"}},
+	})
+}
+
+// TestContainerLXC: lxc-attach into a busybox-only LXC system container,
+// as root and as uid:gid 1000:1000; the agent gets the container's
+// environment, not its parent's; Close ends the agent in the container.
+// setns finds the same container through lxc-info.
+func TestContainerLXC(t *testing.T) {
+	t.Parallel()
+	c := containertest.RunLXC(t)
+	const marker = "SPINDLE_TEST_HOST_ONLY=parent"
+	_, parent := mustConnect(t, nil, local.Options{Env: append(os.Environ(), marker)})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+	if env := run(t, parent, "env"); !strings.Contains(env, marker) {
+		t.Fatalf("the parent agent's environment lacks %s:\n%s", marker, env)
+	}
+
+	root, err := parent.Connect(ctx, lxc.Options{Container: c.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → lxc:" + c.Name; root.Name() != want {
+		t.Fatalf("child name %q, want %q", root.Name(), want)
+	}
+	inContainer(t, root, c, 0, "root", "/root")
+	env := run(t, root, "env")
+	if strings.Contains(env, marker) || !strings.Contains(env, "container=lxc") {
+		t.Errorf("the agent in the container has its parent's environment, or not LXC's:\n%s", env)
+	}
+	if again, err := parent.Connect(ctx, lxc.Options{Container: c.Name}); err != nil || again != root {
+		t.Fatalf("connecting lxc:%s again gave %v, %v; want the running child", c.Name, again, err)
+	}
+
+	app, err := parent.Connect(ctx, lxc.Options{Container: c.Name, User: "1000:1000"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if app == root || app.Name() != "local → lxc:1000:1000@"+c.Name {
+		t.Fatalf("the app hop is %q (same as root: %v)", app.Name(), app == root)
+	}
+	inContainer(t, app, c, 1000, "app", "/home/app")
+	if got := strings.TrimSpace(run(t, app, "id", "-G")); got != "1000" {
+		t.Errorf("app's groups in the container: %q, want 1000", got)
+	}
+	pid := app.Hello().PID
+	if err := app.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-app.Done()
+	gone(t, root, pid)
+
+	byName, err := parent.Connect(ctx, setns.Options{Container: c.Name, Runtime: setns.LXC})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inContainer(t, byName, c, 0, "root", "/root")
+}
+
+// TestContainerLXCErrors: what real lxc-attach (and lxc-info) say when
+// the container is missing, stopped or has no sh, and lxc-attach itself
+// is missing.
+func TestContainerLXCErrors(t *testing.T) {
+	t.Parallel()
+	c := containertest.RunLXC(t)
+	noShell := containertest.RunLXC(t)
+	if err := os.Remove(filepath.Join(containertest.LXCPath(t), noShell.Name, "rootfs", "bin", "sh")); err != nil {
+		t.Fatal(err)
+	}
+	stopped := containertest.CreateLXC(t)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	missing := randomName("spt-missing-")
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such container", lxc.Options{Container: missing}, spindle.ErrNotFound,
+			[]string{"local → lxc:" + missing, "no such container", "lxc-ls -f"}},
+		{"a stopped container", lxc.Options{Container: stopped}, spindle.ErrNotFound,
+			[]string{"local → lxc:" + stopped, "not running", "is stopped", "lxc-start -n " + stopped}},
+		{"no sh", lxc.Options{Container: noShell.Name}, spindle.ErrNotFound,
+			[]string{"lxc:" + noShell.Name, "no sh in the container", "busybox"}},
+		{"a user name", lxc.Options{Container: c.Name, User: "app"}, spindle.ErrBadArgs,
+			[]string{"lxc:app@" + c.Name, "numeric"}},
+		{"lxc-attach not installed", lxc.Options{Container: c.Name, AttachPath: "/nonexistent/lxc-attach"}, spindle.ErrNotFound,
+			[]string{"lxc:" + c.Name, "not installed", "/nonexistent/lxc-attach does not exist", "AttachPath"}},
+		{"setns: a stopped container", setns.Options{Container: stopped, Runtime: setns.LXC}, spindle.ErrNotFound,
+			[]string{"setns:" + stopped, "not running"}},
+		{"setns: no such container", setns.Options{Container: missing, Runtime: setns.LXC}, spindle.ErrNotFound,
+			[]string{"setns:" + missing, "no such container", "lxc-ls -f"}},
+	})
 }
 
 // spindle cp -r --to docker:A --to docker:B: one tree into two containers'
