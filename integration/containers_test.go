@@ -16,11 +16,16 @@ import (
 
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/connectors/docker"
+	"github.com/spindle-rpc/spindle/connectors/kubectl"
 	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/connectors/lxc"
+	"github.com/spindle-rpc/spindle/connectors/lxd"
+	"github.com/spindle-rpc/spindle/connectors/machinectl"
 	"github.com/spindle-rpc/spindle/connectors/podman"
 	"github.com/spindle-rpc/spindle/connectors/setns"
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
+	"github.com/spindle-rpc/spindle/internal/testkit/standin"
 	sexec "github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
 )
@@ -429,6 +434,203 @@ func TestContainerLXCErrors(t *testing.T) {
 			[]string{"setns:" + stopped, "not running"}},
 		{"setns: no such container", setns.Options{Container: missing, Runtime: setns.LXC}, spindle.ErrNotFound,
 			[]string{"setns:" + missing, "no such container", "lxc-ls -f"}},
+	})
+}
+
+// The kubectl, lxd and machinectl hops run through stand-ins for their
+// tools (internal/testkit/standin): programs that take the argv the real
+// tool takes, refuse what it refuses in its words, and run the command
+// part on this machine, so that the connector's whole start-up (its argv,
+// the first stage, the agent upload, the hello, commands) runs for real
+// and its error reports meet the real tools' messages.
+
+// TestContainerKubectlStandIn: kubectl exec -i into pods, by name and
+// with namespace, container and kube context; kubectl's failures.
+func TestContainerKubectlStandIn(t *testing.T) {
+	t.Parallel()
+	world := standin.World{Tool: standin.Kubectl, Contexts: []string{"kind-a"}, Objects: map[string]standin.Object{
+		"default/web-0":    {State: "Running", Containers: []string{"app", "sidecar"}},
+		"prod/db-0":        {State: "Running", Containers: []string{"db"}},
+		"default/job-1":    {State: "Succeeded", Containers: []string{"job"}},
+		"default/starting": {State: "Pending", Containers: []string{"app"}},
+	}}
+	k := standin.Install(t, world)
+	world.Down = true
+	down := standin.Install(t, world)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	web, err := parent.Connect(ctx, kubectl.Options{Pod: "web-0", KubectlPath: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → kubectl:web-0"; web.Name() != want {
+		t.Fatalf("child name %q, want %q", web.Name(), want)
+	}
+	// The pod's environment, as the stand-in's exec gives it.
+	if got := run(t, web, "sh", "-c", "echo $HOSTNAME"); got != "web-0\n" {
+		t.Errorf("HOSTNAME in the pod: %q", got)
+	}
+	db, err := parent.Connect(ctx, kubectl.Options{Pod: "db-0", Namespace: "prod", Container: "db", KubeContext: "kind-a", KubectlPath: k})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → kubectl:prod/db-0:db"; db.Name() != want {
+		t.Fatalf("child name %q, want %q", db.Name(), want)
+	}
+	if got := run(t, db, "sh", "-c", "echo $HOSTNAME"); got != "db-0\n" {
+		t.Errorf("HOSTNAME in the pod: %q", got)
+	}
+	pid := db.Hello().PID
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-db.Done()
+	waitGone(t, pid)
+
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such pod", kubectl.Options{Pod: "nope", KubectlPath: k}, spindle.ErrNotFound,
+			[]string{"local → kubectl:nope", "no such container", `no pod "nope"`, "kubectl get pods", `pods \"nope\" not found`}},
+		{"the pod in another namespace", kubectl.Options{Pod: "db-0", KubectlPath: k}, spindle.ErrNotFound,
+			[]string{"kubectl:db-0", `no pod "db-0"`}},
+		{"no such container", kubectl.Options{Pod: "web-0", Container: "nope", KubectlPath: k}, spindle.ErrNotFound,
+			[]string{"kubectl:web-0:nope", `pod "web-0" has no container "nope"`, "is not valid for pod web-0 out of: app, sidecar"}},
+		{"a completed pod", kubectl.Options{Pod: "job-1", KubectlPath: k}, spindle.ErrNotFound,
+			[]string{"kubectl:job-1", "not running", "kubectl describe pod job-1", "completed pod"}},
+		{"a pending pod", kubectl.Options{Pod: "starting", KubectlPath: k}, spindle.ErrNotFound,
+			[]string{"kubectl:starting", "not running", "kubectl describe pod starting", "container not found"}},
+		{"no such kube context", kubectl.Options{Pod: "web-0", KubeContext: "nope", KubectlPath: k}, spindle.ErrRemote,
+			[]string{"kubectl:web-0", "not reachable", "current-context", "context was not found"}},
+		{"no API server", kubectl.Options{Pod: "web-0", KubectlPath: down}, spindle.ErrRemote,
+			[]string{"kubectl:web-0", "not reachable", "the connection to the server localhost:8080 was refused"}},
+		{"kubectl not installed", kubectl.Options{Pod: "web-0", KubectlPath: "/nonexistent/kubectl"}, spindle.ErrNotFound,
+			[]string{"kubectl:web-0", "not installed", "/nonexistent/kubectl does not exist", "KubectlPath"}},
+	})
+}
+
+// TestContainerLXDStandIn: lxc exec into LXD instances, as root, as
+// uid:gid and in a project; the LXD client's failures.
+func TestContainerLXDStandIn(t *testing.T) {
+	t.Parallel()
+	containertest.NeedRoot(t, "the stand-in switches to the hop's uid:gid")
+	world := standin.World{Tool: standin.LXD, Objects: map[string]standin.Object{
+		"default/c1": {State: "Running"}, "dev/c2": {State: "Running"},
+		"default/c3": {State: "Stopped"}, "default/c4": {State: "Frozen"},
+	}}
+	l := standin.Install(t, world)
+	world.Down = true
+	down := standin.Install(t, world)
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	root, err := parent.Connect(ctx, lxd.Options{Container: "c1", LXCPath: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → lxd:c1"; root.Name() != want {
+		t.Fatalf("child name %q, want %q", root.Name(), want)
+	}
+	if got := run(t, root, "sh", "-c", `echo "$(id -u) $USER $HOME $LANG"`); got != "0 root /root C.UTF-8\n" {
+		t.Errorf("in the instance as root: %q", got)
+	}
+	nobody, err := parent.Connect(ctx, lxd.Options{Container: "c1", User: "65534:65534", LXCPath: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → lxd:65534:65534@c1"; nobody.Name() != want {
+		t.Fatalf("child name %q, want %q", nobody.Name(), want)
+	}
+	if got := run(t, nobody, "sh", "-c", `echo "$(id -u) $(id -G)"`); got != "65534 65534\n" {
+		t.Errorf("in the instance as 65534:65534: %q", got)
+	}
+	inProject, err := parent.Connect(ctx, lxd.Options{Container: "c2", Project: "dev", LXCPath: l})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := inProject.Hello().PID
+	if err := inProject.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-inProject.Done()
+	waitGone(t, pid)
+
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such instance", lxd.Options{Container: "nope", LXCPath: l}, spindle.ErrNotFound,
+			[]string{"local → lxd:nope", "no such container", `LXD knows no instance "nope"`, "lxc list", "Instance not found"}},
+		{"the instance in another project", lxd.Options{Container: "c2", LXCPath: l}, spindle.ErrNotFound,
+			[]string{"lxd:c2", "no such container"}},
+		{"a stopped instance", lxd.Options{Container: "c3", LXCPath: l}, spindle.ErrNotFound,
+			[]string{"lxd:c3", "not running", "lxc start c3", "Instance is not running"}},
+		{"a frozen instance", lxd.Options{Container: "c4", LXCPath: l}, spindle.ErrNotFound,
+			[]string{"lxd:c4", "not running", "lxc start c4", "Instance is frozen"}},
+		{"no LXD daemon", lxd.Options{Container: "c1", LXCPath: down}, spindle.ErrRemote,
+			[]string{"lxd:c1", "not reachable", "start LXD", "Please check LXD is running"}},
+		{"a user name", lxd.Options{Container: "c1", User: "app", LXCPath: l}, spindle.ErrBadArgs,
+			[]string{"lxd:app@c1", "numeric"}},
+		{"lxc not installed", lxd.Options{Container: "c1", LXCPath: "/nonexistent/lxc"}, spindle.ErrNotFound,
+			[]string{"lxd:c1", "not installed", "/nonexistent/lxc does not exist", "LXCPath"}},
+	})
+}
+
+// TestContainerMachinectlStandIn: systemd-run --machine --pipe into a
+// machine, as root and as a user; systemd-run's failures, one of them
+// from the real systemd-run.
+func TestContainerMachinectlStandIn(t *testing.T) {
+	t.Parallel()
+	containertest.NeedRoot(t, "the stand-in switches to the hop's user")
+	s := standin.Install(t, standin.World{Tool: standin.SystemdRun, Objects: map[string]standin.Object{"m1": {State: "running"}}})
+	_, parent := mustConnect(t, nil, local.Options{})
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
+	defer cancel()
+
+	root, err := parent.Connect(ctx, machinectl.Options{Machine: "m1", SystemdRunPath: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → machinectl:m1"; root.Name() != want {
+		t.Fatalf("child name %q, want %q", root.Name(), want)
+	}
+	// A transient service's environment: the stage got there with its
+	// dollars intact through systemd's expansion.
+	if got := run(t, root, "sh", "-c", `echo "$(id -u) ${#INVOCATION_ID}"`); got != "0 32\n" {
+		t.Errorf("in the machine as root: %q", got)
+	}
+	nobody, err := parent.Connect(ctx, machinectl.Options{Machine: "m1", User: "nobody", SystemdRunPath: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "local → machinectl:nobody@m1"; nobody.Name() != want {
+		t.Fatalf("child name %q, want %q", nobody.Name(), want)
+	}
+	if got := run(t, nobody, "sh", "-c", `echo "$(id -u) $USER $HOME"`); got != "65534 nobody /nonexistent\n" {
+		t.Errorf("in the machine as nobody: %q", got)
+	}
+	pid := nobody.Hello().PID
+	if err := nobody.Close(); err != nil {
+		t.Fatal(err)
+	}
+	<-nobody.Done()
+	waitGone(t, pid)
+
+	missing := randomName("spt-missing-")
+	cases := []errCase{
+		{"no such machine", machinectl.Options{Machine: missing, SystemdRunPath: s}, spindle.ErrNotFound,
+			[]string{"local → machinectl:" + missing, "no such container", "machinectl list", "Host is down"}},
+		{"no such user", machinectl.Options{Machine: "m1", User: "spindle-no-such-user", SystemdRunPath: s}, spindle.ErrNotFound,
+			[]string{"machinectl:spindle-no-such-user@m1", "no such user", "spindle-no-such-user", "journalctl -M m1"}},
+		{"systemd-run not installed", machinectl.Options{Machine: "m1", SystemdRunPath: "/nonexistent/systemd-run"}, spindle.ErrNotFound,
+			[]string{"machinectl:m1", "not installed", "/nonexistent/systemd-run does not exist", "SystemdRunPath"}},
+	}
+	checkErrors(ctx, t, parent, cases)
+	// The real systemd-run answers for a machine machined does not run
+	// without machined, or systemd, running.
+	_, err = osexec.LookPath("systemd-run")
+	testkit.Need(t, err == nil, "systemd-run is not installed (scripts/test-deps.sh installs systemd)")
+	checkErrors(ctx, t, parent, []errCase{
+		{"no such machine (the real systemd-run)", machinectl.Options{Machine: missing}, spindle.ErrNotFound,
+			[]string{"local → machinectl:" + missing, "no such container", "machinectl list", "Host is down"}},
 	})
 }
 
