@@ -73,8 +73,8 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// Messages of LXC 3-5 (from its sources and issues; LXC is not installed
-// where these tests run).
+// Messages of LXC 3-5 (from its sources and issues; the live tests in
+// integration/containers_test.go meet the installed lxc-attach's).
 func TestRules(t *testing.T) {
 	rules := (lxc.Options{Container: "c1"}).Rules()
 	for out, want := range map[string]error{
