@@ -13,7 +13,15 @@ set -euo pipefail
 # busybox-static, not busybox: the container tests' image (scripts/
 # test-image.sh) is a static busybox and nothing else. It provides the same
 # /bin/busybox as the busybox package, which it replaces (they conflict).
-packages=(git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd)
+# podman and lxc: the podman and lxc connectors are tested live (rootful,
+# containers of the same busybox rootfs; see internal/testkit/containertest).
+# Without recommends: no rootless helpers, templates or lxcfs, which the
+# tests do not use; podman runs with runc or crun, whichever its depends
+# bring.
+# systemd: its systemd-run answers the machinectl connector's test for a
+# machine that does not exist (the rest of that connector's start-up runs
+# through a stand-in: there is no booted systemd-nspawn machine in CI).
+packages=(git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd podman lxc systemd)
 
 # The container tests (integration/containers_test.go, connectors/setns)
 # also need a running Docker engine; it is not installed here.

@@ -1,19 +1,22 @@
 #!/usr/bin/env bash
-# Builds the local Docker image the container tests run: nothing but a
-# static busybox, so that a test proves the agent needs no more than sh.
+# Builds the local image the container tests run: nothing but a static
+# busybox, so that a test proves the agent needs no more than sh.
 #
 #   /bin/busybox          static (Debian's busybox-static package)
 #   /bin/sh, /bin/ls, …   symlinks to it, one per applet (busybox --install -s)
 #   /etc/passwd, group    root (0) and an unprivileged app (1000)
 #   /root, /home/app      their homes; /tmp 1777
 #
-# No registry is involved: the rootfs is tarred into `docker import`.
-# Idempotent and quick when the image exists with the current recipe
-# (the spindle.recipe label); safe to run concurrently (flock).
+# No registry is involved: the rootfs is tarred into `docker import` (or
+# `podman import`). Idempotent and quick when the image exists with the
+# current recipe (the spindle.recipe label); safe to run concurrently
+# (flock). With ROOTFS=DIR it writes the same rootfs into DIR (a new or
+# empty directory) and imports nothing: an LXC container's root.
 #
 #   scripts/test-image.sh            # builds spindle-test/busybox:latest
 #   IMAGE=x/y:z scripts/test-image.sh
 #   DOCKER=podman scripts/test-image.sh
+#   ROOTFS=/var/lib/lxc/c1/rootfs scripts/test-image.sh
 set -euo pipefail
 
 image=${IMAGE:-spindle-test/busybox:latest}
@@ -25,18 +28,20 @@ have_image() {
 	[ "$("$docker" image inspect -f '{{index .Config.Labels "spindle.recipe"}}' "$image" 2>/dev/null)" = "$recipe" ]
 }
 
-if ! command -v "$docker" >/dev/null; then
-	echo "test-image: $docker is not installed" >&2
-	exit 1
-fi
-have_image && exit 0
-
-# One builder at a time (go test runs packages in parallel); the others
-# find the image when they get the lock.
-if command -v flock >/dev/null; then
-	exec 9>"${TMPDIR:-/tmp}/spindle-test-image.lock"
-	flock 9
+if [ -z "${ROOTFS:-}" ]; then
+	if ! command -v "$docker" >/dev/null; then
+		echo "test-image: $docker is not installed" >&2
+		exit 1
+	fi
 	have_image && exit 0
+
+	# One builder at a time (go test runs packages in parallel); the
+	# others find the image when they get the lock.
+	if command -v flock >/dev/null; then
+		exec 9>"${TMPDIR:-/tmp}/spindle-test-image.lock"
+		flock 9
+		have_image && exit 0
+	fi
 fi
 
 is_static() {
@@ -75,8 +80,17 @@ if ! bb=$(find_busybox); then
 	}
 fi
 
-root=$(mktemp -d "${TMPDIR:-/tmp}/spindle-rootfs-XXXXXX")
-trap 'rm -rf "$root"' EXIT
+if [ -n "${ROOTFS:-}" ]; then
+	mkdir -p "$ROOTFS"
+	if [ -n "$(ls -A "$ROOTFS")" ]; then
+		echo "test-image: ROOTFS=$ROOTFS is not empty" >&2
+		exit 1
+	fi
+	root=$ROOTFS
+else
+	root=$(mktemp -d "${TMPDIR:-/tmp}/spindle-rootfs-XXXXXX")
+	trap 'rm -rf "$root"' EXIT
+fi
 mkdir -p "$root"/{bin,sbin,usr/bin,usr/sbin,etc,root,home/app,tmp,dev,proc,sys,run}
 cp "$bb" "$root/bin/busybox"
 chmod 755 "$root/bin/busybox"
@@ -115,6 +129,9 @@ chmod 700 "$root/root"
 chmod 755 "$root/home/app"
 chown 1000:1000 "$root/home/app"
 chmod 1777 "$root/tmp"
+if [ -n "${ROOTFS:-}" ]; then
+	exit 0
+fi
 
 tar -C "$root" --numeric-owner -c . |
 	"$docker" import \

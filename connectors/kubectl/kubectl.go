@@ -110,16 +110,20 @@ func (o Options) Rules() []container.Rule {
 		ns = " -n " + o.Namespace
 	}
 	return append(container.ShellRules(""), []container.Rule{
-		{Match: lazyre.New(`(?i)container .* not found|container not found|is not valid for pod`), Err: container.ErrNoContainer,
+		// kubectl checks -c against the pod's spec itself.
+		{Match: lazyre.New(`(?i)is not valid for pod`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("pod %q has no container %q: list them with `kubectl get pod %s%s -o jsonpath='{.spec.containers[*].name}'`", o.Pod, o.Container, o.Pod, ns)},
 		{Match: lazyre.New(`(?i)\(NotFound\)|pods? "[^"]*" not found`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("no pod %q: check the name and namespace with `kubectl get pods%s`", o.Pod, ns)},
-		{Match: lazyre.New(`(?i)cannot exec into a container in a completed pod|container not running|is waiting to start|ContainerCreating`), Err: container.ErrNotRunning,
-			Hint: fmt.Sprintf("pod %q is not running: see `kubectl describe pod %s%s`", o.Pod, o.Pod, ns)},
+		// "unable to upgrade connection: container not found" is the
+		// kubelet's: it finds only running containers, so the container
+		// is not running yet (a pending pod) or any more.
+		{Match: lazyre.New(`(?i)cannot exec into a container in a completed pod|unable to upgrade connection: container not found|container not running|is waiting to start|ContainerCreating`), Err: container.ErrNotRunning,
+			Hint: fmt.Sprintf("pod %q (or its container) is not running: see `kubectl describe pod %s%s`", o.Pod, o.Pod, ns)},
 		{Match: lazyre.New(`(?i)\(Forbidden\)|forbidden|Unauthorized`), Err: container.ErrPermission,
 			Hint: "the kubeconfig's user may not create pods/exec in that namespace (RBAC)"},
-		{Match: lazyre.New(`(?i)unable to connect to the server|connection to the server .* was refused|no configuration has been provided|context .* does not exist`), Err: container.ErrNoDaemon,
-			Hint: "check the kubeconfig and context (`kubectl config current-context`) of the user running kubectl"},
+		{Match: lazyre.New(`(?i)unable to connect to the server|connection to the server .* was refused|no configuration has been provided|context was not found for specified context|context .* does not exist`), Err: container.ErrNoDaemon,
+			Hint: "check the kubeconfig and context (`kubectl config current-context`, `kubectl config get-contexts`) of the user running kubectl"},
 	}...)
 }
 

@@ -54,12 +54,15 @@ func TestRegistry(t *testing.T) {
 }
 
 // Messages of kubectl 1.2x (from its sources and issues; there is no
-// cluster where these tests run).
+// cluster where these tests run: integration/containers_test.go runs the
+// connector through a stand-in that prints them).
 func TestRules(t *testing.T) {
 	rules := (kubectl.Options{Pod: "web-0", Container: "app"}).Rules()
 	for out, want := range map[string]error{
 		`Error from server (NotFound): pods "web-0" not found`:                                                                             container.ErrNoContainer,
-		`error: unable to upgrade connection: container not found ("app")`:                                                                 container.ErrNoContainer,
+		`error: container app is not valid for pod web-0 out of: main, sidecar`:                                                            container.ErrNoContainer,
+		`error: unable to upgrade connection: container not found ("app")`:                                                                 container.ErrNotRunning,
+		"Error in configuration: context was not found for specified context: kind-b":                                                      container.ErrNoDaemon,
 		"error: cannot exec into a container in a completed pod; current phase is Succeeded":                                               container.ErrNotRunning,
 		`OCI runtime exec failed: exec failed: unable to start container process: exec: "sh": executable file not found in $PATH: unknown`: container.ErrNoShell,
 		`Error from server (Forbidden): pods "web-0" is forbidden: User "bob" cannot create resource "pods/exec"`:                          container.ErrPermission,

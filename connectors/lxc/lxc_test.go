@@ -23,16 +23,27 @@ func TestArgv(t *testing.T) {
 		o          lxc.Options
 		argv, name string
 	}{
-		{lxc.Options{Container: "c1"}, "lxc-attach -n c1 -- sh -c S", "lxc:c1"},
-		{lxc.Options{Container: "c1", User: "1000"}, "lxc-attach -n c1 -u 1000 -- sh -c S", "lxc:1000@c1"},
-		{lxc.Options{Container: "c1", User: "1000:100", LXCPath: "/srv/lxc", AttachPath: "/opt/lxc-attach", Flags: []string{"--clear-env"}},
-			"/opt/lxc-attach -n c1 -P /srv/lxc -u 1000 -g 100 --clear-env -- sh -c S", "lxc:1000:100@c1"},
+		{lxc.Options{Container: "c1"}, "lxc-attach -n c1 --clear-env -- sh -c S", "lxc:c1"},
+		{lxc.Options{Container: "c1", User: "1000"}, "lxc-attach -n c1 -u 1000 --clear-env -- sh -c S", "lxc:1000@c1"},
+		{lxc.Options{Container: "c1", User: "1000:100", LXCPath: "/srv/lxc", AttachPath: "/opt/lxc-attach", Flags: []string{"--keep-var", "TERM"}},
+			"/opt/lxc-attach -n c1 -P /srv/lxc -u 1000 -g 100 --clear-env --keep-var TERM -- sh -c S", "lxc:1000:100@c1"},
 	} {
 		if got := strings.Join(c.o.Argv("S"), " "); got != c.argv {
 			t.Errorf("%+v: argv %q, want %q", c.o, got, c.argv)
 		}
 		if got := c.o.Name(); got != c.name {
 			t.Errorf("%+v: name %q, want %q", c.o, got, c.name)
+		}
+	}
+}
+
+func TestInfoArgv(t *testing.T) {
+	for o, want := range map[*lxc.Options]string{
+		{Container: "c1"}: "lxc-info -n c1 -s -H",
+		{Container: "c1", LXCPath: "/srv/lxc", AttachPath: "/opt/lxc/bin/lxc-attach"}: "/opt/lxc/bin/lxc-info -n c1 -P /srv/lxc -s -H",
+	} {
+		if got := strings.Join(o.InfoArgv(), " "); got != want {
+			t.Errorf("%+v: %q, want %q", *o, got, want)
 		}
 	}
 }
@@ -62,8 +73,8 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// Messages of LXC 3-5 (from its sources and issues; LXC is not installed
-// where these tests run).
+// Messages of LXC 3-5 (from its sources and issues; the live tests in
+// integration/containers_test.go meet the installed lxc-attach's).
 func TestRules(t *testing.T) {
 	rules := (lxc.Options{Container: "c1"}).Rules()
 	for out, want := range map[string]error{

@@ -95,11 +95,11 @@ func (o Options) Rules() []container.Rule {
 	return append(container.ShellRules(o.User), []container.Rule{
 		{Match: lazyre.New(`(?im)instance not found|^error: not found`), Err: container.ErrNoContainer,
 			Hint: fmt.Sprintf("LXD knows no instance %q: check with `lxc list` (and Project)", n)},
-		{Match: lazyre.New(`(?i)is not running`), Err: container.ErrNotRunning,
-			Hint: fmt.Sprintf("instance %q is not running: start it with `lxc start %s`", n, n)},
+		{Match: lazyre.New(`(?i)is not running|instance is frozen`), Err: container.ErrNotRunning,
+			Hint: fmt.Sprintf("instance %q is not running (stopped or frozen): start it with `lxc start %s`", n, n)},
 		{Match: lazyre.New(`(?i)permission denied|not authorized|forbidden`), Err: container.ErrPermission,
 			Hint: "the user running lxc may not use LXD: run the hop as root or add the user to the lxd group"},
-		{Match: lazyre.New(`(?i)unix socket.*(no such file|connection refused)|is the (lxd )?daemon running`), Err: container.ErrNoDaemon,
+		{Match: lazyre.New(`(?i)unix socket.*(no such file|connection refused|not found)|check LXD is running|is the (lxd )?daemon running`), Err: container.ErrNoDaemon,
 			Hint: "start LXD, or check the client's remote"},
 	}...)
 }

@@ -59,15 +59,19 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// Messages of LXD 4-5 (from its sources and issues; LXD is not installed
-// where these tests run).
+// Messages of LXD 5 (from its sources: lxc/exec.go, lxd/instance_exec.go,
+// client/connection.go; LXD is not installed where these tests run:
+// integration/containers_test.go runs the connector through a stand-in
+// that prints them).
 func TestRules(t *testing.T) {
 	rules := (lxd.Options{Container: "c1"}).Rules()
 	for out, want := range map[string]error{
 		"Error: Instance not found":      container.ErrNoContainer,
 		"Error: not found":               container.ErrNoContainer,
 		"Error: Instance is not running": container.ErrNotRunning,
-		"something else":                 nil,
+		"Error: Instance is frozen":      container.ErrNotRunning,
+		`Error: LXD unix socket "/var/snap/lxd/common/lxd/unix.socket" not found: Please check LXD is running`: container.ErrNoDaemon,
+		"something else": nil,
 	} {
 		got := container.Classify(out, rules)
 		if (want == nil) != (got == nil) || !errors.Is(got, want) {

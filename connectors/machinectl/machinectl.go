@@ -3,7 +3,7 @@
 // machined that runs systemd) as a transient service of the machine's own
 // service manager:
 //
-//	systemd-run --machine=NAME --pipe --quiet --wait --collect
+//	systemd-run --machine=NAME --pipe --wait --collect
 //	    --service-type=exec [--uid=USER] -- /bin/sh -c FIRST_STAGE
 //
 // Why systemd-run and not `machinectl shell`: machinectl shell always puts
@@ -12,6 +12,12 @@
 // binary link cannot run over it. systemd-run --pipe hands our three pipes
 // to the service as they are (systemd 235+; --pipe is allowed with
 // --machine, not with --host).
+//
+// Not --quiet: it also silences systemd-run's report of a start job that
+// failed (a User the machine does not have, no /bin/sh: the service
+// exits 217/USER or 203/EXEC before it runs), which then exits 1 without
+// a word. Its other messages ("Running as unit …", "Finished with result
+// …") go to stderr, which is logged, never to the link.
 //
 // systemd expands ${VAR} and $VAR in a transient service's command line
 // and turns "$$" into "$"; the first stage's every "$" is therefore sent
@@ -85,7 +91,7 @@ func (o Options) Argv(script string) []string {
 	if o.SystemdRunPath != "" {
 		argv[0] = o.SystemdRunPath
 	}
-	argv = append(argv, "--machine="+o.Machine, "--pipe", "--quiet", "--wait", "--collect", "--service-type=exec")
+	argv = append(argv, "--machine="+o.Machine, "--pipe", "--wait", "--collect", "--service-type=exec")
 	if o.User != "" {
 		argv = append(argv, "--uid="+o.User)
 	}
@@ -101,9 +107,25 @@ func (o Options) Rules() []container.Rule {
 			Hint: fmt.Sprintf("machined knows no running machine %q with systemd inside: check with `machinectl list`", n)},
 		{Match: lazyre.New(`(?i)failed to (look up|resolve) user|invalid user|no such process`), Err: container.ErrNoSuchUser,
 			Hint: fmt.Sprintf("user %q does not exist in machine %q", o.User, n)},
+		o.startFailed(),
 		{Match: lazyre.New(`(?i)access denied|permission denied|interactive authentication required`), Err: container.ErrPermission,
 			Hint: "starting services in a machine needs root (or a polkit rule): run the hop as root, e.g. after a sudo hop"},
 	}...)
+}
+
+// startFailed is the rule for a start job that failed: systemd in the
+// machine could not start /bin/sh as the user. With a User, the likely
+// cause is a user the machine does not have; without, a missing /bin/sh.
+// The machine's journal says which.
+func (o Options) startFailed() container.Rule {
+	match := lazyre.New(`(?i)job for \S+ failed because the control process exited with error code`)
+	journal := fmt.Sprintf("`journalctl -M %s -xe` says why", o.Machine)
+	if o.User != "" {
+		return container.Rule{Match: match, Err: container.ErrNoSuchUser,
+			Hint: fmt.Sprintf("systemd in machine %q could not start /bin/sh as %q: no such user there, or no /bin/sh (%s)", o.Machine, o.User, journal)}
+	}
+	return container.Rule{Match: match, Err: container.ErrNoShell,
+		Hint: fmt.Sprintf("systemd in machine %q could not start /bin/sh (%s)", o.Machine, journal)}
 }
 
 // Start implements connectors.Connector.

@@ -1,12 +1,14 @@
 package machinectl_test
 
 import (
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/connectors/container"
 	"github.com/spindle-rpc/spindle/connectors/machinectl"
 	"github.com/vmihailenco/msgpack/v5"
 	"go.uber.org/goleak"
@@ -15,7 +17,7 @@ import (
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestArgv(t *testing.T) {
-	const base = "systemd-run --machine=m1 --pipe --quiet --wait --collect --service-type=exec"
+	const base = "systemd-run --machine=m1 --pipe --wait --collect --service-type=exec"
 	for _, c := range []struct {
 		o          machinectl.Options
 		argv, name string
@@ -48,6 +50,31 @@ func TestArgvEscapesDollars(t *testing.T) {
 	}
 	if strings.ReplaceAll(got, "$$", "$") != script {
 		t.Fatalf("unescaping gives %q", strings.ReplaceAll(got, "$$", "$"))
+	}
+}
+
+// Messages of systemd-run 252 (from its sources: bus_log_connect_error,
+// container_get_leader, bus-wait-for-jobs.c; the first is also the real
+// systemd-run's answer in integration/containers_test.go, which runs the
+// connector through a stand-in that prints the others).
+func TestRules(t *testing.T) {
+	job := "Job for run-u7.service failed because the control process exited with error code.\n" +
+		"See \"systemctl status run-u7.service\" and \"journalctl -xeu run-u7.service\" for details."
+	for _, c := range []struct {
+		o    machinectl.Options
+		out  string
+		want error
+	}{
+		{machinectl.Options{Machine: "m1"}, "Failed to connect to bus: Host is down", container.ErrNoContainer},
+		{machinectl.Options{Machine: "m1", User: "bob"}, job, container.ErrNoSuchUser},
+		{machinectl.Options{Machine: "m1"}, job, container.ErrNoShell},
+		{machinectl.Options{Machine: "m1"}, "Failed to connect to bus: Permission denied", container.ErrPermission},
+		{machinectl.Options{Machine: "m1"}, "something else", nil},
+	} {
+		got := container.Classify(c.out, c.o.Rules())
+		if (c.want == nil) != (got == nil) || !errors.Is(got, c.want) {
+			t.Errorf("%+v %q: %v, want %v", c.o, c.out, got, c.want)
+		}
 	}
 }
 

@@ -51,8 +51,8 @@ func TestRegistry(t *testing.T) {
 	}
 }
 
-// Messages of podman 4 and 5 (from its sources and issues; podman is not
-// installed where these tests run).
+// Messages of podman 4 and 5 (from its sources and issues; the live
+// tests in integration/containers_test.go meet the installed podman's).
 func TestRules(t *testing.T) {
 	rules := (podman.Options{Container: "app1"}).Rules()
 	for out, want := range map[string]error{
