@@ -172,7 +172,7 @@ func becomeHop(kind string) func(h Hop, o *Options) (spindle.Connector, error) {
 //
 //	docker:[USER@]CONTAINER      docker exec -i
 //	podman:[USER@]CONTAINER      podman exec -i
-//	lxc:[UID@]CONTAINER          lxc-attach
+//	lxc:[UID[:GID]@]CONTAINER    lxc-attach
 //	lxd:[USER@]INSTANCE          lxc exec (LXD)
 //	machinectl:[USER@]MACHINE    systemd-run --machine --pipe
 //	kubectl:[NAMESPACE/]POD[/CONTAINER]
