@@ -1,3 +1,6 @@
+// Modified by Spindle (see README.spindle.md): ErrPingFlood. Under the
+// MPL-2.0, as upstream.
+
 package yamux
 
 import (
@@ -76,6 +79,10 @@ var (
 
 	// ErrKeepAliveTimeout is sent if a missed keepalive caused the stream close
 	ErrKeepAliveTimeout = fmt.Errorf("keepalive timeout")
+
+	// ErrPingFlood ends a session whose peer's pings wait for more replies
+	// than the send queue and Config.MaxPendingPongs hold (Spindle).
+	ErrPingFlood = fmt.Errorf("ping flood: the peer pings without reading the replies")
 )
 
 const (

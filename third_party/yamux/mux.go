@@ -1,3 +1,6 @@
+// Modified by Spindle (see README.spindle.md): Config.MaxPendingPongs and
+// Config.RefuseStream. Under the MPL-2.0, as upstream.
+
 package yamux
 
 import (
@@ -51,6 +54,24 @@ type Config struct {
 	// Logger is used to pass in the logger to be used. Either Logger or
 	// LogOutput can be set, not both.
 	Logger Logger
+
+	// MaxPendingPongs, when positive, bounds the replies to the peer's
+	// pings that wait for room in the send queue (Spindle): one goroutine
+	// of the session sends them from a queue of this size, where upstream
+	// starts a goroutine per ping that waits up to ConnectionWriteTimeout.
+	// A ping that finds the send queue and this queue full ends the
+	// session with ErrPingFlood: sending is stalled and the peer pings on
+	// without reading the replies. Zero keeps upstream's behaviour.
+	MaxPendingPongs int
+
+	// RefuseStream, when set, makes the session refuse every stream the
+	// peer opens (Spindle): the stream is never registered nor accepted,
+	// the data of its opening frame and of later frames is discarded, and
+	// the peer gets a RST if the send queue has room for it (a peer that
+	// opens streams faster than it reads gets none). RefuseStream is
+	// called in the receive loop for each one, with the stream id, and
+	// must not block; an error from it ends the session with that error.
+	RefuseStream func(id uint32) error
 }
 
 func (c *Config) Clone() *Config {

@@ -1,3 +1,8 @@
+// Modified by Spindle (see README.spindle.md): pings answered by one
+// goroutine from a bounded queue (Config.MaxPendingPongs), streams the peer
+// opens refused in the receive loop (Config.RefuseStream), and CloseErr.
+// Under the MPL-2.0, as upstream.
+
 package yamux
 
 import (
@@ -47,6 +52,10 @@ type Session struct {
 	pings    map[uint32]chan struct{}
 	pingID   uint32
 	pingLock sync.Mutex
+
+	// pongCh holds the ids of the peer's pings that wait for our reply,
+	// when Config.MaxPendingPongs bounds them (nil otherwise).
+	pongCh chan uint32
 
 	// streams maps a stream id to a stream, and inflight has an entry
 	// for any outgoing stream that has not yet been established. Both are
@@ -116,6 +125,10 @@ func newSession(config *Config, conn io.ReadWriteCloser, client bool) *Session {
 	} else {
 		s.nextStreamID = 2
 	}
+	if config.MaxPendingPongs > 0 {
+		s.pongCh = make(chan uint32, config.MaxPendingPongs)
+		go s.pong()
+	}
 	go s.recv()
 	go s.send()
 	if config.EnableKeepAlive {
@@ -138,6 +151,18 @@ func (s *Session) IsClosed() bool {
 // soon as the session is closed.
 func (s *Session) CloseChan() <-chan struct{} {
 	return s.shutdownCh
+}
+
+// CloseErr says why the session ended: nil while it is open,
+// ErrSessionShutdown after Close, or else the error that ended it (the
+// connection's, a protocol error, ErrPingFlood, Config.RefuseStream's).
+func (s *Session) CloseErr() error {
+	if !s.IsClosed() {
+		return nil
+	}
+	s.shutdownErrLock.Lock()
+	defer s.shutdownErrLock.Unlock()
+	return s.shutdownErr
 }
 
 // NumStreams returns the number of currently open streams
@@ -580,6 +605,9 @@ func (s *Session) handleStreamMessage(hdr header) error {
 	id := hdr.StreamID()
 	flags := hdr.Flags()
 	if flags&flagSYN == flagSYN {
+		if s.config.RefuseStream != nil {
+			return s.refuseStream(hdr)
+		}
 		if err := s.incomingStream(id); err != nil {
 			return err
 		}
@@ -634,6 +662,9 @@ func (s *Session) handlePing(hdr header) error {
 	// Check if this is a query, respond back in a separate context so we
 	// don't interfere with the receiving thread blocking for the write.
 	if flags&flagSYN == flagSYN {
+		if s.pongCh != nil {
+			return s.queuePong(pingID)
+		}
 		go func() {
 			hdr := header(make([]byte, headerSize))
 			hdr.encode(typePing, flagACK, 0, pingID)
@@ -653,6 +684,49 @@ func (s *Session) handlePing(hdr header) error {
 	}
 	s.pingLock.Unlock()
 	return nil
+}
+
+// queuePong queues the reply to the peer's ping id: in the send queue if
+// it has room, else for pong. A ping that finds both full ends the
+// session: sending is stalled and the peer pings on, without reading the
+// replies.
+func (s *Session) queuePong(id uint32) error {
+	hdr := header(make([]byte, headerSize))
+	hdr.encode(typePing, flagACK, 0, id)
+	select {
+	case s.sendCh <- &sendReady{Hdr: hdr}:
+		return nil
+	default:
+	}
+	select {
+	case s.pongCh <- id:
+		return nil
+	default:
+		s.logger.Printf("[ERR] yamux: %v (%d replies queued)", ErrPingFlood, cap(s.sendCh)+cap(s.pongCh))
+		return ErrPingFlood
+	}
+}
+
+// pong sends the replies queued in pongCh as the send queue makes room:
+// one goroutine per session however many pings the peer sends (upstream
+// starts one per ping, and each waits up to ConnectionWriteTimeout for
+// room in the send queue).
+func (s *Session) pong() {
+	for {
+		select {
+		case id := <-s.pongCh:
+			hdr := header(make([]byte, headerSize))
+			hdr.encode(typePing, flagACK, 0, id)
+			if err := s.sendNoWait(hdr); err != nil {
+				if err == ErrSessionShutdown {
+					return
+				}
+				s.logger.Printf("[WARN] yamux: failed to send ping reply: %v", err)
+			}
+		case <-s.shutdownCh:
+			return
+		}
+	}
 }
 
 // handleGoAway is invokde for a typeGoAway frame
@@ -713,6 +787,37 @@ func (s *Session) incomingStream(id uint32) error {
 		hdr.encode(typeWindowUpdate, flagRST, id, 0)
 		return s.sendNoWait(hdr)
 	}
+}
+
+// refuseStream handles a frame opening a stream when Config.RefuseStream
+// is set: the stream is not registered, its data is discarded, and the
+// peer gets a RST unless the send queue is full. The receive loop never
+// waits here, so a peer that opens streams without reading our answers
+// cannot stall it, and holds nothing on our side.
+func (s *Session) refuseStream(hdr header) error {
+	id := hdr.StreamID()
+	s.streamLock.Lock()
+	_, dup := s.streams[id]
+	s.streamLock.Unlock()
+	if dup {
+		s.logger.Printf("[ERR] yamux: duplicate stream declared")
+		return ErrDuplicateStream
+	}
+	if hdr.MsgType() == typeData && hdr.Length() > 0 {
+		if _, err := io.CopyN(io.Discard, s.bufRead, int64(hdr.Length())); err != nil {
+			return err
+		}
+	}
+	if err := s.config.RefuseStream(id); err != nil {
+		return err
+	}
+	rst := header(make([]byte, headerSize))
+	rst.encode(typeWindowUpdate, flagRST, id, 0)
+	select {
+	case s.sendCh <- &sendReady{Hdr: rst}:
+	default:
+	}
+	return nil
 }
 
 // closeStream is used to close a stream once both sides have
