@@ -56,3 +56,37 @@ const (
 	// circuitHeaderTimeout bounds how long a hop waits for a circuit header.
 	circuitHeaderTimeout = 30 * time.Second
 )
+
+// Limits on what the peer of a link can make this process hold or do. A
+// child is untrusted (a container's root controls the shell that starts
+// its agent): what it sends is bounded here or above (frames, windows),
+// and a child that goes past a bound that ends its link is disconnected
+// and named in one warning (ErrPeerLimit). Per link, a router runs a
+// fixed number of goroutines, whatever the peer sends: its read loop, an
+// accept loop (the parent link only), a watcher of the session's end,
+// and yamux's receive, send and ping-reply loops.
+const (
+	// maxPendingPongs bounds the replies to the peer's pings that wait
+	// for room in yamux's send queue (64 frames; yamux
+	// Config.MaxPendingPongs): one goroutine per link sends them, where
+	// yamux upstream runs one per ping. Spindle never pings (keepalive is
+	// off), and a yamux keepalive has one ping out at a time, so a peer
+	// with both queues full of replies pings without reading them: the
+	// link is dropped (yamux.ErrPingFlood).
+	maxPendingPongs = 64
+	// maxRefusedStreamOpens is how many streams a child may open, each
+	// refused, before it is disconnected. Only a parent opens circuits, so
+	// each is reset at once in yamux's receive loop and holds nothing
+	// here (yamux Config.RefuseStream); the budget keeps a buggy child's
+	// first refusals in the log instead of cutting it off at the first,
+	// and a flood short.
+	maxRefusedStreamOpens = 100
+	// refusalWarnBurst and refusalWarnInterval bound the "refused message"
+	// warnings of one link: the first refusalWarnBurst of every
+	// refusalWarnInterval are logged, the rest counted and reported with
+	// the next warning logged (field more_refused) or when the link ends,
+	// so a child that floods refusable messages costs the log a few lines
+	// a second and no refusal goes uncounted.
+	refusalWarnBurst    = 20
+	refusalWarnInterval = time.Second
+)

@@ -31,6 +31,9 @@ type Link struct {
 
 	streams streamSet // the bus and every circuit, unblocked when the link dies
 
+	warns        warnLimiter // of refusals of what the peer sent
+	refusedOpens int         // streams the child opened; only yamux's receive loop touches it
+
 	doneOnce sync.Once
 	done     chan struct{}
 	err      error // why the link died; set before done is closed
@@ -52,6 +55,8 @@ func (l *Link) Err() error {
 	}
 }
 
+// yamuxConfig is the session configuration of every link. PROTOCOL.md
+// section 1 has a table of it.
 func yamuxConfig(window uint32) *yamux.Config {
 	cfg := yamux.DefaultConfig()
 	// yamux's keepalive waits only ConnectionWriteTimeout for a pong, which
@@ -62,14 +67,20 @@ func yamuxConfig(window uint32) *yamux.Config {
 	cfg.MaxStreamWindowSize = window
 	cfg.StreamOpenTimeout = 0
 	cfg.LogOutput = io.Discard
+	cfg.MaxPendingPongs = maxPendingPongs
 	return cfg
 }
 
 // newLink runs yamux over conn. The parent side (client) opens the bus; the
-// child side accepts it.
-func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent bool, o *Options) (*Link, error) {
+// child side accepts it. On the parent side, refuseOpen is called for each
+// stream the child opens, which the session resets at once; its error
+// drops the link.
+func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent bool, o *Options, refuseOpen func(*Link, uint32) error) (*Link, error) {
 	cfg := yamuxConfig(o.streamWindow())
 	l := &Link{name: name, toParent: toParent, maxFrame: o.maxFrame(), done: make(chan struct{})}
+	if !toParent {
+		cfg.RefuseStream = func(id uint32) error { return refuseOpen(l, id) }
+	}
 	var err error
 	conn = &coalescingConn{ReadWriteCloser: conn}
 	if toParent {
@@ -174,7 +185,7 @@ func (l *Link) close(err error) {
 		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrSessionShutdown) {
 			err = fmt.Errorf("link to %s closed", l.name)
 		} else {
-			err = fmt.Errorf("link to %s lost: %v", l.name, err)
+			err = fmt.Errorf("link to %s lost: %w", l.name, err)
 		}
 		l.err = err
 		l.streams.unblockAll() // before the session's close, which may wait

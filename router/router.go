@@ -81,6 +81,8 @@ type Router struct {
 	lostHooks  []func(RouteLoss)
 	closed     bool
 
+	now func() time.Time // the clock of refusal warnings' rate limit
+
 	wg sync.WaitGroup
 }
 
@@ -101,6 +103,17 @@ var ErrClosed = errors.New("router closed")
 // moment before the router has noticed and removed its routes.
 var ErrLinkDown = errors.New("link down")
 
+// ErrPeerLimit is wrapped by the error of a link whose peer went past one
+// of the limits in const.go (a ping flood, too many stream opens): the
+// router dropped the link and logged one warning naming it.
+var ErrPeerLimit = errors.New("disconnected")
+
+// limitError is why a link's peer was disconnected.
+type limitError struct{ why string }
+
+func (e *limitError) Error() string { return ErrPeerLimit.Error() + ": " + e.why }
+func (e *limitError) Unwrap() error { return ErrPeerLimit }
+
 // New returns a router for context id.
 func New(id uint32, opts Options) *Router {
 	log := opts.Logger
@@ -114,6 +127,7 @@ func New(id uint32, opts Options) *Router {
 		children:   map[*Link]struct{}{},
 		receivers:  map[uint32]*Receiver{},
 		nextHandle: FirstDynamicHandle,
+		now:        time.Now,
 	}
 }
 
@@ -293,13 +307,41 @@ func (r *Router) deliverLocal(m *Message, from *Link) error {
 	return nil
 }
 
-// refuse drops a message that breaks the routing policy, and logs it.
+// refuse drops a message that breaks the routing policy, and logs it
+// (rate-limited per link).
 func (r *Router) refuse(m *Message, from *Link, why string) {
 	if m.Circuit != nil {
 		m.Circuit.Close()
 	}
-	r.log.Warn("refused message", zap.String("link", from.name), zap.String("why", why),
-		zap.Uint32("dst", m.Dst), zap.Uint32("src", m.Src), zap.Uint32("handle", m.Handle))
+	r.warnRefused(from, why, zap.Uint32("dst", m.Dst), zap.Uint32("src", m.Src), zap.Uint32("handle", m.Handle))
+}
+
+// warnRefused logs a refusal on link l, unless l has had its share of
+// warnings this interval (refusalWarnBurst): then it is counted, and the
+// next warning logged says how many went unlogged (more_refused).
+func (r *Router) warnRefused(l *Link, why string, fields ...zap.Field) {
+	ok, skipped := l.warns.allow(r.now())
+	if !ok {
+		return
+	}
+	fields = append([]zap.Field{zap.String("link", l.name), zap.String("why", why)}, fields...)
+	if skipped > 0 {
+		fields = append(fields, zap.Int("more_refused", skipped))
+	}
+	r.log.Warn("refused message", fields...)
+}
+
+// refuseOpen counts a stream that child link l opened, which yamux has
+// reset (only a parent opens circuits), and drops the link past
+// maxRefusedStreamOpens. It runs in yamux's receive loop.
+func (r *Router) refuseOpen(l *Link, id uint32) error {
+	l.refusedOpens++
+	if l.refusedOpens > maxRefusedStreamOpens {
+		return &limitError{fmt.Sprintf("%d stream opens refused (limit %d): circuits are opened by the parent only",
+			l.refusedOpens, maxRefusedStreamOpens)}
+	}
+	r.warnRefused(l, "circuits are opened by the parent only", zap.Uint32("stream", id))
+	return nil
 }
 
 // bounce tells the sender of an undeliverable request that it is dead, so
@@ -333,7 +375,7 @@ func (r *Router) deadMessage(handle, src uint32, why string) *Message {
 // route to id must not exist yet unless it was granted to this router by
 // our parent.
 func (r *Router) AddChild(ctx context.Context, conn io.ReadWriteCloser, id uint32, name string) (*Link, error) {
-	l, err := newLink(ctx, conn, name, false, &r.opts)
+	l, err := newLink(ctx, conn, name, false, &r.opts, r.refuseOpen)
 	if err != nil {
 		return nil, err
 	}
@@ -396,7 +438,7 @@ func (r *Router) Revoke(id uint32) {
 // Serve runs the link to our parent over conn until it dies, then closes
 // the router. It is the agent's main loop.
 func (r *Router) Serve(ctx context.Context, conn io.ReadWriteCloser, parentName string) error {
-	l, err := newLink(ctx, conn, parentName, true, &r.opts)
+	l, err := newLink(ctx, conn, parentName, true, &r.opts, nil)
 	if err != nil {
 		return err
 	}
@@ -426,9 +468,12 @@ func (r *Router) Parent() *Link {
 }
 
 func (r *Router) start(l *Link) {
-	r.wg.Add(2)
+	r.wg.Add(1)
 	go r.readLoop(l)
-	go r.acceptLoop(l)
+	if l.toParent { // a child's streams are refused by yamux (refuseOpen)
+		r.wg.Add(1)
+		go r.acceptLoop(l)
+	}
 }
 
 func (r *Router) readLoop(l *Link) {
@@ -448,6 +493,29 @@ func (r *Router) readLoop(l *Link) {
 	}
 	if errors.Is(err, yamux.ErrTimeout) && l.sess.IsClosed() {
 		err = yamux.ErrSessionShutdown // the session's end unblocked us
+	}
+	// The session may have ended first, for a reason of its own: the
+	// peer went past a limit, broke yamux's protocol, or the transport
+	// ended. That is why the link died.
+	if cause := l.sess.CloseErr(); cause != nil && !errors.Is(cause, yamux.ErrSessionShutdown) {
+		err = cause
+		if errors.Is(cause, yamux.ErrPingFlood) {
+			err = &limitError{fmt.Sprintf("ping flood: it pings without reading the replies (%d waiting behind yamux's send queue)", maxPendingPongs)}
+		}
+	}
+	// Logged before the link is marked dead, so that whoever waits on
+	// Done finds them.
+	more := l.warns.flush()
+	var limit *limitError
+	switch {
+	case errors.As(err, &limit):
+		fields := []zap.Field{zap.String("link", l.name), zap.String("why", limit.why)}
+		if more > 0 {
+			fields = append(fields, zap.Int("more_refused", more))
+		}
+		r.log.Warn("disconnected", fields...)
+	case more > 0:
+		r.log.Warn("refusals not logged", zap.String("link", l.name), zap.Int("more_refused", more))
 	}
 	l.close(err)
 	r.linkLost(l)
@@ -469,14 +537,9 @@ func (r *Router) acceptLoop(l *Link) {
 	}
 }
 
-// handleCircuit reads a circuit's header and delivers or forwards it.
+// handleCircuit reads the header of a circuit that arrived on the parent
+// link from, and delivers or forwards it.
 func (r *Router) handleCircuit(st net.Conn, from *Link) {
-	if !from.toParent {
-		r.log.Warn("refused message", zap.String("link", from.name),
-			zap.String("why", "circuits are opened by the parent only"))
-		st.Close()
-		return
-	}
 	st.SetReadDeadline(time.Now().Add(circuitHeaderTimeout))
 	m, err := ReadMessage(st, nil, MaxCircuitHeader)
 	st.SetReadDeadline(time.Time{})

@@ -36,10 +36,10 @@ func linkPair(t *testing.T) (parent, child *Link, release chan struct{}) {
 	}
 	ch := make(chan res, 1)
 	go func() {
-		l, err := newLink(context.Background(), b, "parent", true, &Options{StreamWindow: 256 << 10})
+		l, err := newLink(context.Background(), b, "parent", true, &Options{StreamWindow: 256 << 10}, nil)
 		ch <- res{l, err}
 	}()
-	parent, err := newLink(context.Background(), &slowClose{Conn: a, release: release}, "child", false, &Options{StreamWindow: 256 << 10})
+	parent, err := newLink(context.Background(), &slowClose{Conn: a, release: release}, "child", false, &Options{StreamWindow: 256 << 10}, New(0, Options{}).refuseOpen)
 	if err != nil {
 		t.Fatal(err)
 	}

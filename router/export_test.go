@@ -1,0 +1,15 @@
+package router
+
+import "time"
+
+// Limits for the tests of package router_test.
+const (
+	MaxPendingPongs       = maxPendingPongs
+	MaxRefusedStreamOpens = maxRefusedStreamOpens
+	RefusalWarnBurst      = refusalWarnBurst
+	RefusalWarnInterval   = refusalWarnInterval
+)
+
+// SetClock sets the clock of r's refusal warnings' rate limit. Call it
+// before r has links.
+func SetClock(r *Router, now func() time.Time) { r.now = now }
