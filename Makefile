@@ -77,9 +77,12 @@ demo: build
 	@echo "== over SSH (a throwaway SSH server embedded in Go; no sshd needed)"; bin/spindle-demo
 	@echo "== spindle-bench core"; bin/spindle-bench --rounds 3 core
 
+# An input of FuzzChildFrames runs a link and two collections (a few ms):
+# minimizing a new one for go test's default 60 s would take the whole run.
 fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./router FuzzReadFrame $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./router FuzzMessageUnmarshal $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./router FuzzChildFrames $(FUZZTIME) -fuzzminimizetime 200x
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/wire FuzzValidate $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/wire FuzzUnmarshal $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./connectors FuzzAgentLender $(FUZZTIME)

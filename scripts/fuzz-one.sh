@@ -1,5 +1,6 @@
 #!/bin/sh
-# fuzz-one.sh PACKAGE TARGET FUZZTIME: fuzz one target, as `make fuzz` does.
+# fuzz-one.sh PACKAGE TARGET FUZZTIME [FLAG...]: fuzz one target, as `make
+# fuzz` does, passing any FLAGs on to `go test`.
 #
 # Go before 1.27 may fail a duration-bound fuzz run at its very end with a
 # bare "context deadline exceeded" and no failing input
@@ -8,10 +9,11 @@
 # or failed in any other way, fails at once.
 set -u
 pkg=$1 target=$2 fuzztime=$3
+shift 3
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 for attempt in 1 2; do
-	if ${GO:-go} test "$pkg" -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" >"$log" 2>&1; then
+	if ${GO:-go} test "$pkg" -run '^$' -fuzz "^$target\$" -fuzztime "$fuzztime" "$@" >"$log" 2>&1; then
 		cat "$log"
 		exit 0
 	fi
