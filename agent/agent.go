@@ -62,6 +62,7 @@ type Option func(*config)
 type config struct {
 	register   []func(*rpc.Registry)
 	withRouter []func(*router.Router, *rpc.Registry)
+	wrapParent func(io.ReadWriteCloser) io.ReadWriteCloser
 }
 
 // WithService registers one extra method.
@@ -81,6 +82,13 @@ func WithServices(register func(*rpc.Registry)) Option {
 // tests, to misbehave on the bus).
 func WithRouterServices(register func(rt *router.Router, reg *rpc.Registry)) Option {
 	return func(c *config) { c.withRouter = append(c.withRouter, register) }
+}
+
+// WithParentConn wraps the byte stream to the parent before the link runs
+// on it: for the project's hostile-agent tests, which misbehave below the
+// link (writing raw yamux frames, not reading).
+func WithParentConn(wrap func(io.ReadWriteCloser) io.ReadWriteCloser) Option {
+	return func(c *config) { c.wrapParent = wrap }
 }
 
 // DefaultServices registers the services every agent has.
@@ -265,7 +273,11 @@ func Run(ctx context.Context, args bootstrap.AgentArgs, in io.Reader, out io.Wri
 		return err
 	}
 	log.Debug("agent up", zap.Uint32("id", args.ID), zap.Int("pid", hello.PID))
-	err := rt.Serve(ctx, stdio{spin.Reader(in, spin.Budget()), out}, "parent")
+	var conn io.ReadWriteCloser = stdio{spin.Reader(in, spin.Budget()), out}
+	if cfg.wrapParent != nil {
+		conn = cfg.wrapParent(conn)
+	}
+	err := rt.Serve(ctx, conn, "parent")
 	srv.Close()
 	children.Close()
 	rt.Close()

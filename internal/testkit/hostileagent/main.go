@@ -7,11 +7,17 @@
 // circuit upward. Each attempt tries to create a marker file, so a test
 // can tell whether anything ran. The routers that receive these messages
 // must refuse and log every one; integration/hostile_test.go checks.
+//
+// hostile.Flood goes below the bus: it stops reading from its parent and
+// floods it with raw yamux frames (pings, stream opens), which the parent
+// must survive and answer by dropping the link; hostile.Usage reports
+// what an agent holds, so that a test can measure the parent.
 package main
 
 import (
 	"context"
 	"fmt"
+	"io"
 
 	"github.com/spindle-rpc/spindle/agent"
 	"github.com/spindle-rpc/spindle/internal/wire"
@@ -40,7 +46,21 @@ type routeAnnouncement struct {
 }
 
 func main() {
-	agent.Main(agent.WithRouterServices(func(rt *router.Router, reg *rpc.Registry) {
+	var parent *floodConn
+	agent.Main(agent.WithParentConn(func(c io.ReadWriteCloser) io.ReadWriteCloser {
+		parent = newFloodConn(c)
+		return parent
+	}), agent.WithRouterServices(func(rt *router.Router, reg *rpc.Registry) {
+		reg.Handle("hostile.Flood", func(ctx context.Context, call *rpc.Call) (any, error) {
+			var a FloodArgs
+			if err := call.Args(&a); err != nil {
+				return nil, err
+			}
+			return parent.flood(a)
+		})
+		reg.Handle("hostile.Usage", func(ctx context.Context, call *rpc.Call) (any, error) {
+			return usage(), nil
+		})
 		reg.Handle("hostile.Attack", func(ctx context.Context, call *rpc.Call) (any, error) {
 			var a AttackArgs
 			if err := call.Args(&a); err != nil {
