@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/printable"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
 )
@@ -243,16 +244,16 @@ func remoteCommandProc(args AgentArgs, src Source, dirs, kernelDir string) (stri
 		`w=; t=; i=; for d; do test -n "$d" || continue; test -d "$d" || mkdir -p "$d" 2>/dev/null; k "$d" || continue; ` +
 		`p="$d/.agent-$$"; { : > "$p"; } 2>/dev/null || { w="$w $d: not writable;"; continue; }; ` +
 		`chmod 700 "$d" "$p" && "$p" < /dev/null 2>/dev/null && { t=$p; break; }; rm -f "$p"; w="$w $d: cannot run programs there (noexec?);"; done; ` +
-		`test -n "$t" || { echo "SPINDLE-ERROR no usable agent cache directory for uid $u (each must be a directory owned by the user, not a symlink, writable, allowing exec):$w"; exit 1; }; ` +
+		`test -n "$t" || { echo "SPINDLE-ERROR $n no usable agent cache directory for uid $u (each must be a directory owned by the user, not a symlink, writable, allowing exec):$w"; exit 1; }; ` +
 		`read -r l c f h || { rm -f "$t"; exit 1; }; ` +
-		`test "$l" = SPINDLE-SEND || { rm -f "$t"; echo "SPINDLE-ERROR unexpected answer to SPINDLE-NEED: $l"; exit 1; }; ` +
+		`test "$l" = SPINDLE-SEND || { rm -f "$t"; echo "SPINDLE-ERROR $n unexpected answer to SPINDLE-NEED: $l"; exit 1; }; ` +
 		// gzip and zstd checked what they unpacked (CRC-32 or XXH64, and
 		// length): the agent may hash itself after its hello (-unpacked).
 		// A raw upload is checked before, as a cached agent is.
 		`case $f in gzip|zstd) head -c "$c" | $f -dc > "$t" && i=-unpacked;; raw) head -c "$c" > "$t" && test $(($(wc -c < "$t"))) -eq "$c";; *) false;; esac || ` +
-		`{ rm -f "$t"; echo "SPINDLE-ERROR could not receive the agent ($c bytes, $f) into $t: needs head -c, and $f -dc unless raw"; exit 1; }; ` +
+		`{ rm -f "$t"; echo "SPINDLE-ERROR $n could not receive the agent ($c bytes, $f) into $t: needs head -c, and $f -dc unless raw"; exit 1; }; ` +
 		"a=agent-" + version.Version + "-${h%${h#????????????????}}; " +
-		`mv -f "$t" "$d/$a" || { rm -f "$t"; echo "SPINDLE-ERROR could not install the agent as $d/$a"; exit 1; }; ` +
+		`mv -f "$t" "$d/$a" || { rm -f "$t"; echo "SPINDLE-ERROR $n could not install the agent as $d/$a"; exit 1; }; ` +
 		`x "$d/$a" "$h" $i`
 	if strings.ContainsAny(script, "'\\!\n\r") {
 		return "", fmt.Errorf("bootstrap: first stage would contain a quote, backslash, ! or newline")
@@ -289,7 +290,7 @@ func safeWord(s string) bool {
 // returns: the session is gone.
 //
 // Errors: a SPINDLE-ERROR line from the stage wraps ErrAgent with the
-// stage's text verbatim; a platform src cannot supply wraps ErrNoAgent.
+// stage's text (control characters replaced); a platform src cannot supply wraps ErrNoAgent.
 // A cached agent that fails its self-check (SPINDLE-STALE: corrupt or
 // mixed-up file) removes itself and RemoteStart returns an error wrapping
 // ErrStaleAgent (and ErrAgent); so does a cached agent that died before
@@ -415,7 +416,8 @@ type remoteStart struct {
 	localPipe bool  // OverLocalPipe
 }
 
-// line handles the first stage's requests; anything else is noise.
+// line handles the first stage's requests (line starts at the marker);
+// anything else is noise. Words from the target reach errors printable.
 func (rs *remoteStart) line(line string) (bool, error) {
 	f := strings.Fields(line)
 	if len(f) < 2 || f[1] != rs.args.Nonce {
@@ -427,7 +429,7 @@ func (rs *remoteStart) line(line string) (bool, error) {
 		if len(f) > 2 {
 			actual = f[2]
 		}
-		return true, fmt.Errorf("%w: %w: the cached agent hashes to %s, not the expected build; it removed itself: start again to upload a fresh one", ErrAgent, ErrStaleAgent, actual)
+		return true, fmt.Errorf("%w: %w: the cached agent hashes to %s, not the expected build; it removed itself: start again to upload a fresh one", ErrAgent, ErrStaleAgent, printable.String(actual))
 	case NeedPrefix:
 		if len(f) < 5 {
 			return true, fmt.Errorf("%w: malformed request %q", ErrAgent, line)
@@ -443,7 +445,7 @@ func (rs *remoteStart) line(line string) (bool, error) {
 func (rs *remoteStart) send(sys, machine string, decompressors []string) error {
 	goos, goarch, ok := goPlatform(sys, machine)
 	if !ok {
-		return fmt.Errorf("%w for %s %s (uname -s, uname -m): not a platform Spindle knows how to build for", ErrNoAgent, sys, machine)
+		return fmt.Errorf("%w for %s %s (uname -s, uname -m): not a platform Spindle knows how to build for", ErrNoAgent, printable.String(sys), printable.String(machine))
 	}
 	rs.platform = goos + "/" + goarch
 	bin, err := rs.src.Agent(goos, goarch)
