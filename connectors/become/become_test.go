@@ -32,7 +32,7 @@ deny) echo "fake: alice is not allowed to do that" > /dev/tty; exit 1;;
 locale) echo "fake: LC_ALL=$LC_ALL LANG=$LANG" > /dev/tty; exit 1;;
 tty) test -t 2 && test "$(tty < /dev/tty)" != "not a tty" && test ! -t 0 && test ! -t 1 && exec "$@"; echo "fake: sorry, no tty" > /dev/tty; exit 1;;
 nopass) exec "$@";;
-stageerr) echo "SPINDLE-ERROR boom $exp"; exit 1;;
+stageerr) s=${3#*n=}; echo "SPINDLE-ERROR ${s%%;*} boom $exp"; exit 1;;
 esac
 n=0
 while :; do
