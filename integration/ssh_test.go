@@ -181,6 +181,47 @@ func TestSSHLoginNoise(t *testing.T) {
 	}
 }
 
+// Login scripts that print without a final newline (a terminal title
+// escape, a greeting) glue their output to the front of the first stage's
+// request line and of the agent's hello: both contacts still connect (not
+// at the timeout: that fails the connect), and the noise is logged at
+// debug level without its control characters.
+func TestSSHLoginNoiseWithoutNewline(t *testing.T) {
+	t.Parallel()
+	const noise = `printf '\033]0;spindle-title\007NOISE-NO-NEWLINE from %s'`
+	cases := []struct {
+		shell, file string
+	}{
+		{"/bin/bash", ".bashrc"},
+		{"/usr/bin/zsh", ".zshenv"},
+		{"/usr/bin/fish", ".config/fish/config.fish"},
+		{"/usr/bin/tcsh", ".cshrc"},
+	}
+	for _, tc := range cases {
+		t.Run(filepath.Base(tc.shell), func(t *testing.T) {
+			t.Parallel()
+			sshtest.Require(t)
+			sshtest.RequireShell(t, tc.shell)
+			tg := newTarget(t, tc.shell)
+			tg.u.WriteFile(t, tc.file, fmt.Sprintf(noise, filepath.Base(tc.file))+"\n", 0o644)
+			for _, what := range []string{"first contact", "cached contact"} {
+				ctl, cx := mustConnect(t, tg, tg.opts())
+				if out := run(t, cx, "echo", "ok"); out != "ok\n" {
+					t.Fatalf("%s: echo ok: %q", what, out)
+				}
+				logged := logText(tg.logs)
+				if !strings.Contains(logged, "NOISE-NO-NEWLINE from "+filepath.Base(tc.file)) {
+					t.Errorf("%s: the glued noise was not logged at debug level:\n%s", what, logged)
+				}
+				if strings.Contains(logged, "\x1b") || strings.Contains(logged, "\a") {
+					t.Errorf("%s: the noise's escape sequence reached the log raw:\n%q", what, logged)
+				}
+				ctl.Close()
+			}
+		})
+	}
+}
+
 // An unknown host key is refused by default, accepted and recorded with
 // accept-new; a changed key is refused with a warning naming the
 // known_hosts line, whatever the policy.
