@@ -31,6 +31,9 @@ type Options struct {
 	// to agents whose hops reach another platform; default the agents
 	// embedded at build time (bootstrap.Default).
 	Agents bootstrap.Source
+	// AgentLogs adjusts how the records agents forward are shown:
+	// escaped unless AgentLogs.Raw, and rate-limited per context.
+	AgentLogs slog.ReceiveOptions
 }
 
 // Controller is the root of a tree of contexts.
@@ -57,7 +60,7 @@ func NewController(opts Options) *Controller {
 	ro := opts.Router
 	ro.Logger = opts.Logger
 	ctl := &Controller{rt: router.New(router.ControllerID, ro), log: opts.Logger, opts: opts, contexts: map[uint32]*Context{}}
-	slog.Receive(ctl.rt, opts.Logger)
+	slog.Receive(ctl.rt, opts.Logger, opts.AgentLogs)
 	ctl.rt.OnRouteLoss(ctl.routeLoss)
 	return ctl
 }
