@@ -9,11 +9,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
+	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors/local"
+	"github.com/spindle-rpc/spindle/internal/ratelimit"
+	"github.com/spindle-rpc/spindle/internal/testkit/fakeclock"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
+	slog "github.com/spindle-rpc/spindle/services/log"
 	"github.com/spindle-rpc/spindle/services/sys"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 // TestHostileAgent: an agent that behaves like a compromised target
@@ -180,4 +186,111 @@ func TestHostileAgentFloods(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostileAgentLogs: an agent that sends log records straight to the
+// controller, past its own logger (internal/testkit/hostileagent,
+// hostile.Log). A flood shows at most the burst plus the rate × the time
+// it took on the controller's clock (a fake one, standing still unless
+// the test moves it), then one summary line per interval counting every
+// record not shown; a record with escape sequences and a forged line is
+// shown escaped, unless the controller asked for raw records.
+func TestHostileAgentLogs(t *testing.T) {
+	t.Parallel()
+	bin, err := testagent.BuildPackage("./internal/testkit/hostileagent", "hostile-agent")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	src := bootstrap.FromFile(bin, runtime.GOOS, runtime.GOARCH)
+	// start connects a controller to a hostile agent named evil.
+	start := func(t *testing.T, opts slog.ReceiveOptions) (*observer.ObservedLogs, *spindle.Context, *fakeclock.Clock) {
+		t.Helper()
+		clock := fakeclock.New()
+		opts.Clock = clock
+		tg := &target{}
+		_, cx, err := connectWith(t, tg, local.Options{Agent: src, ContextName: "evil"}, spindle.Options{AgentLogs: opts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tg.logs, cx, clock
+	}
+	call := func(t *testing.T, cx *spindle.Context, mode string, n int) {
+		t.Helper()
+		ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 60*time.Second)
+		defer cancel()
+		// The records travel before the reply on the same ordered bus:
+		// when the call returns, the controller has seen every one.
+		var sent int
+		if err := cx.Call(ctx, "hostile.Log", map[string]any{"mode": mode, "n": n}, &sent); err != nil || sent != max(n, 1) {
+			t.Fatalf("hostile.Log %s: sent %d, %v", mode, sent, err)
+		}
+	}
+	fromEvil := func(logs *observer.ObservedLogs, snippet string) []observer.LoggedEntry {
+		var out []observer.LoggedEntry
+		for _, e := range logs.FilterMessageSnippet(snippet).All() {
+			if e.ContextMap()["context"] == "evil" {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+
+	t.Run("log-flood", func(t *testing.T) {
+		t.Parallel()
+		logs, cx, clock := start(t, slog.ReceiveOptions{})
+		began := clock.Now()
+		const n = 5000
+		call(t, cx, "log-flood", n)
+		shown := len(fromEvil(logs, "flood "))
+		elapsed := clock.Now().Sub(began)
+		if bound := slog.RecordBurst + int(slog.RecordRate*elapsed.Seconds()); shown > bound || shown == 0 {
+			t.Fatalf("%d of %d flood records shown in %v on the controller's clock; want 1 to %d (burst + rate × elapsed)", shown, n, elapsed, bound)
+		}
+		if s := fromEvil(logs, "log records dropped"); len(s) != 0 {
+			t.Fatalf("summary before the interval ended: %v", s)
+		}
+		clock.Advance(slog.ReportInterval)
+		s := fromEvil(logs, "log records dropped")
+		if len(s) != 1 {
+			t.Fatalf("%d summary lines after one interval, want 1: %v", len(s), s)
+		}
+		dropped, _ := s[0].ContextMap()["dropped"].(uint64)
+		if dropped < uint64(n-shown) {
+			t.Errorf("summary counts %d dropped, but %d flood records were not shown", dropped, n-shown)
+		}
+		if want := fmt.Sprintf("evil: %s log records dropped (more than %d/s)", ratelimit.Thousands(dropped), slog.RecordRate); s[0].Message != want {
+			t.Errorf("summary %q, want %q", s[0].Message, want)
+		}
+		t.Logf("%d of %d flood records shown, then: %s", shown, n, s[0].Message)
+	})
+
+	t.Run("log-escape", func(t *testing.T) {
+		t.Parallel()
+		logs, cx, _ := start(t, slog.ReceiveOptions{})
+		call(t, cx, "log-escape", 0)
+		got := fromEvil(logs, "all 50 targets OK")
+		if len(got) != 1 {
+			t.Fatalf("the hostile record was shown %d times, want once", len(got))
+		}
+		msg, fields := got[0].Message, fmt.Sprint(got[0].ContextMap()["fields"])
+		for _, s := range []string{msg, fields} {
+			if strings.IndexFunc(s, unicode.IsControl) >= 0 {
+				t.Errorf("control characters reach the controller's log: %q", s)
+			}
+			if !strings.Contains(s, `\x1b]0;pwned\x07\r\x1b[2Kall 50 targets OK\nweb9: \u009b31m`) {
+				t.Errorf("not shown escaped: %q", s)
+			}
+		}
+	})
+
+	t.Run("log-raw", func(t *testing.T) {
+		t.Parallel()
+		logs, cx, _ := start(t, slog.ReceiveOptions{Raw: true})
+		call(t, cx, "log-escape", 0)
+		got := fromEvil(logs, "all 50 targets OK")
+		if len(got) != 1 || !strings.HasPrefix(got[0].Message, "\x1b]0;pwned\x07\r\x1b[2K") {
+			t.Fatalf("raw records asked for, got %v", got)
+		}
+	})
 }

@@ -12,19 +12,28 @@
 // floods it with raw yamux frames (pings, stream opens), which the parent
 // must survive and answer by dropping the link; hostile.Usage reports
 // what an agent holds, so that a test can measure the parent.
+//
+// hostile.Log sends log records straight to the controller, past the
+// agent's own logger: a flood ("log-flood"), or one record whose message
+// and fields carry terminal escape sequences and a forged line
+// ("log-escape"). The controller must rate-limit the first and show the
+// second escaped.
 package main
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"time"
 
 	"github.com/spindle-rpc/spindle/agent"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/exec"
+	slog "github.com/spindle-rpc/spindle/services/log"
 	"github.com/vmihailenco/msgpack/v5"
+	"go.uber.org/zap/zapcore"
 )
 
 // AttackArgs names the victims.
@@ -44,6 +53,18 @@ type routeAnnouncement struct {
 	Op  uint8    `msgpack:"op"`
 	IDs []uint32 `msgpack:"ids"`
 }
+
+// LogArgs asks hostile.Log for Mode "log-flood" (N records) or
+// "log-escape" (one record).
+type LogArgs struct {
+	Mode string `msgpack:"mode"`
+	N    int    `msgpack:"n"`
+}
+
+// LogEscape is the message (and a field's value) of the "log-escape"
+// record: it retitles the window, erases the line, forges a line of its
+// own, and sets red through an 8-bit CSI.
+const LogEscape = "\x1b]0;pwned\x07\r\x1b[2Kall 50 targets OK\nweb9: \u009b31mforged\x1b[0m"
 
 func main() {
 	var parent *floodConn
@@ -68,7 +89,40 @@ func main() {
 			}
 			return attack(rt, a)
 		})
+		reg.Handle("hostile.Log", func(ctx context.Context, call *rpc.Call) (any, error) {
+			var a LogArgs
+			if err := call.Args(&a); err != nil {
+				return nil, err
+			}
+			return hostileLog(rt, a)
+		})
 	}))
+}
+
+// hostileLog sends the records and returns how many went on the wire.
+// They go before the call's reply, on the same ordered bus.
+func hostileLog(rt *router.Router, a LogArgs) (int, error) {
+	send := func(msg, fields string) error {
+		data, err := wire.Marshal(&slog.Record{Level: int8(zapcore.WarnLevel), Time: time.Now().UnixNano(), Msg: msg, Fields: fields})
+		if err != nil {
+			return err
+		}
+		return rt.Send(&router.Message{Dst: router.ControllerID, Handle: router.HandleLog, Data: data})
+	}
+	switch a.Mode {
+	case "log-flood":
+		for i := range a.N {
+			if err := send(fmt.Sprintf("flood %d", i), ""); err != nil {
+				return i, err
+			}
+		}
+		return a.N, nil
+	case "log-escape":
+		// Raw bytes in the fields' JSON, as a hostile agent would send
+		// them (zap's own encoder would have escaped them).
+		return 1, send(LogEscape, `{"k":"`+LogEscape+`"}`)
+	}
+	return 0, fmt.Errorf("hostile.Log: unknown mode %q (log-flood, log-escape)", a.Mode)
 }
 
 func touch(path string) []byte {
