@@ -7,6 +7,7 @@ import (
 	osexec "os/exec"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/tether"
 	"golang.org/x/sys/unix"
 )
 
@@ -43,7 +44,7 @@ func runCaptured(ctx context.Context, cmd *osexec.Cmd, stdout, stderr *boundedBu
 		files = append(files, os.NewFile(uintptr(p[1]), "|1"))
 	}
 	cmd.Stdout, cmd.Stderr = files[0], files[1]
-	err := cmd.Start()
+	release, err := tether.Start(cmd)
 	for _, f := range files {
 		f.Close() // the child has its copies
 	}
@@ -53,6 +54,7 @@ func runCaptured(ctx context.Context, cmd *osexec.Cmd, stdout, stderr *boundedBu
 		return err, nil
 	}
 	defer closeAll()
+	defer release() // after the Wait below
 	// When ctx ends, kill as CommandContext would (cmd.Cancel: the group).
 	stop := context.AfterFunc(ctx, func() { cmd.Cancel() }) //nolint:errcheck // the exit is what we wait for
 	defer stop()
@@ -85,6 +87,8 @@ func runCaptured(ctx context.Context, cmd *osexec.Cmd, stdout, stderr *boundedBu
 			timeout = 100
 		}
 		if _, err := unix.Poll(fds, timeout); err != nil && !errors.Is(err, unix.EINTR) {
+			cmd.Cancel() //nolint:errcheck // the exit is what we wait for
+			cmd.Wait()   //nolint:errcheck // poll's error is the one to report
 			return nil, err
 		}
 		for i := 0; i < 2; i++ {

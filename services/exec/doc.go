@@ -19,9 +19,13 @@
 // succeeds with Result.TimedOut set.
 //
 // Every process runs in a process group of its own (a session of its own
-// with a PTY), so that the kill reaches its children too. After the process
-// exits, or after the kill, the agent waits at most WaitDelay for
-// descendants that still hold the output pipes, then closes them: a
+// with a PTY), so that the kill reaches its children too. The group also
+// dies with the agent, however the agent ends (SIGKILL included): the
+// process has PR_SET_PDEATHSIG, and a watchdog process kills the groups
+// of the commands still running once the agent is gone (internal/tether).
+// What a command leaves running after it exited is not killed: after the
+// process exits, or after the kill, the agent waits at most WaitDelay for
+// descendants that still hold the output pipes, then closes them, so a
 // backgrounded daemon cannot hang a call.
 //
 // # exec.Run

@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/tether"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"golang.org/x/sys/unix"
@@ -137,7 +138,8 @@ func runPipes(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd
 	stdout := &streamWriter{fw: fw, id: StreamStdout, max: c.MaxOutput}
 	stderr := &streamWriter{fw: fw, id: StreamStderr, max: c.MaxOutput}
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = stdinR, stdout, stderr
-	if err := cmd.Start(); err != nil {
+	release, err := tether.Start(cmd)
+	if err != nil {
 		stdinR.Close()
 		stdinW.Close()
 		return nil, startError(MethodStart, cmd.Path, err)
@@ -151,6 +153,7 @@ func runPipes(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd
 	}()
 	stopControls := handleControls(call, cmd.Process.Pid, nil)
 	werr := cmd.Wait() // also waits until all output is on the circuit
+	release()
 	stopControls()
 	call.Circuit.SetReadDeadline(time.Now())
 	<-stdinDone
@@ -169,7 +172,7 @@ func runPTY(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd, 
 	// kill in cmd.Cancel still reaches its children; Setpgid would fail
 	// for a session leader.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
-	err = cmd.Start()
+	release, err := tether.Start(cmd)
 	tty.Close() // else the master never sees EIO when the process exits
 	if err != nil {
 		return nil, startError(MethodStart, cmd.Path, err)
@@ -184,6 +187,7 @@ func runPTY(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd, 
 	}()
 	stopControls := handleControls(call, cmd.Process.Pid, master)
 	werr := cmd.Wait()
+	release()
 	stopControls()
 	// A descendant may keep the terminal open; as os/exec does for pipes,
 	// give it WaitDelay and then stop reading.
@@ -334,7 +338,8 @@ func withTimeout(ctx context.Context, c *Cmd, method string) (context.Context, c
 }
 
 // prepare validates c and builds the command, in its own process group and
-// killed as a group when ctx is done.
+// killed as a group when ctx is done. Started with tether.Start, the group
+// is also killed when the agent dies.
 func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
 	var argv []string
 	switch {
