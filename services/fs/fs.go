@@ -28,9 +28,10 @@
 //	          UID *int [uid], GID *int [gid], User string [user],
 //	          Group string [group], MkdirAll bool [mkdir]} → FileInfo
 //	          Atomic: the data goes to a hidden temporary file
-//	          ".<name>.spindle-tmp-<random>" in the destination directory
-//	          (created 0600), which is chown-ed, chmod-ed and fsync-ed, then
-//	          renamed over the destination, and the directory fsync-ed; on
+//	          ".<name>.spindle-tmp-<pid>-<start>-<random>" in the
+//	          destination directory (created 0600, locked by its writer;
+//	          see RemoveStale), which is chown-ed, chmod-ed and fsync-ed,
+//	          then renamed over the destination, and the directory fsync-ed; on
 //	          any error the temporary file is removed. A reader sees the old
 //	          or the new content, never a mix. Mode 0 means 0644 for a new
 //	          file and the old mode for a replaced one. UID/GID, or User/Group

@@ -22,7 +22,12 @@ import (
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(stalledGetEnv); spec != "" {
+		os.Exit(stalledGet(spec))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func run(t testing.TB, h rpc.Handler, method string, args any) (any, error) {
 	t.Helper()

@@ -58,13 +58,14 @@ var (
 )
 
 // tempName is the name of a temporary file for base in dir:
-// .<base>.spindle-tmp-<pid>-<random hex>, cut to fit a 255-byte name.
+// .<base>.spindle-tmp-<pid>-<start time>-<random hex>, cut to fit a
+// 255-byte name. The pid and start time name the writer (stale.go).
 func tempName(dir, base string) (string, error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return "", err
 	}
-	suffix := TempInfix + strconv.Itoa(os.Getpid()) + "-" + hex.EncodeToString(rnd[:])
+	suffix := TempInfix + strconv.Itoa(os.Getpid()) + "-" + strconv.FormatUint(ownStart(), 10) + "-" + hex.EncodeToString(rnd[:])
 	const maxName = 255
 	if keep := maxName - 1 - len(suffix); len(base) > keep {
 		base = base[:keep]

@@ -43,7 +43,7 @@ const (
 )
 
 // TempInfix is part of the name of atomic writes' temporary files:
-// ".<name>" + TempInfix + "<writer's pid>-<random hex>".
+// ".<name>" + TempInfix + "<writer's pid>-<its start time>-<random hex>".
 const TempInfix = ".spindle-tmp-"
 
 // modeBits are the FileMode bits a caller may set.
@@ -484,7 +484,8 @@ type fileMeta struct {
 	mtime     int64 // Unix ns; 0: leave alone
 }
 
-// createTemp creates dir/.<base>.spindle-tmp-<pid>-<random>, mode 0600.
+// createTemp creates dir/.<base>.spindle-tmp-<pid>-<start>-<random>, mode
+// 0600, locked by this process until it is closed (see stale.go).
 func createTemp(dir, base string) (*os.File, error) {
 	for range 10 {
 		name, err := tempName(dir, base)
@@ -494,6 +495,9 @@ func createTemp(dir, base string) (*os.File, error) {
 		f, err := os.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_CLOEXEC, 0o600)
 		if errors.Is(err, iofs.ErrExist) {
 			continue
+		}
+		if err == nil {
+			lockTemp(f)
 		}
 		return f, err
 	}
@@ -535,8 +539,8 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 	tmp := f.Name()
 	defer func() {
 		if err != nil {
+			os.Remove(tmp) // before the close drops the lock
 			f.Close()
-			os.Remove(tmp)
 		}
 	}()
 	if err = fill(f); err != nil {
@@ -560,9 +564,6 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 	if err = f.Sync(); err != nil {
 		return err
 	}
-	if err = f.Close(); err != nil {
-		return err
-	}
 	if err = ctx.Err(); err != nil {
 		return err
 	}
@@ -580,6 +581,11 @@ func atomicReplace(ctx context.Context, dest string, fill func(*os.File) error, 
 	}
 	if old != nil {
 		go old.Close() // frees the replaced file's blocks, off the reply's path
+	}
+	// Closed only now: until the rename, f's lock tells RemoveStale that
+	// the temporary file is being written.
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("written, but closing it failed: %w", err)
 	}
 	// The rename is done: the new content is in place. Make it durable.
 	if err := syncDir(dir); err != nil {

@@ -526,7 +526,10 @@ func PutFile(ctx context.Context, c rpc.Caller, src, dst string, preserve bool, 
 // temporary file beside dst, renamed into place once the checksum
 // matched). With preserve, the mode and modification time are kept;
 // otherwise a replaced file keeps its mode and a new one is 0644.
+// Temporary files that gets killed mid-transfer left in dst's directory
+// are removed first (RemoveStale).
 func GetFile(ctx context.Context, c rpc.Caller, src, dst string, preserve bool) (*GetResult, error) {
+	RemoveStale(filepath.Dir(dst))
 	m := &fileMeta{mode: 0o644, uid: -1, gid: -1}
 	if old, err := os.Stat(dst); err == nil && old.Mode().IsRegular() {
 		m.mode = old.Mode() & iofs.FileMode(modeBits)

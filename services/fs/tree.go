@@ -507,8 +507,9 @@ func (r *remoteDst) put(ctx context.Context, dst string, rd io.Reader, size int6
 // ---- the local side (GetTree) ----
 
 type localDst struct {
-	c    rpc.Caller
-	opts *TreeOptions
+	c     rpc.Caller
+	opts  *TreeOptions
+	stale staleSweep // what killed gets left in the directories written to
 }
 
 func (l *localDst) mkdir(_ context.Context, p string, mode iofs.FileMode) (bool, iofs.FileMode, error) {
@@ -538,6 +539,7 @@ func (l *localDst) chmod(_ context.Context, p string, mode iofs.FileMode) error 
 }
 
 func (l *localDst) symlink(_ context.Context, target, dst string) error {
+	l.stale.dir(filepath.Dir(dst))
 	return replaceSymlink(target, dst)
 }
 
@@ -553,6 +555,7 @@ func (l *localDst) file(ctx context.Context, e *WalkEntry, src, dst string) (int
 	if st, err := os.Lstat(dst); err == nil && st.IsDir() {
 		return 0, errkind.Errorf(errkind.ErrExists, "%s: is a directory", dst)
 	}
+	l.stale.dir(filepath.Dir(dst))
 	var n int64
 	fill := func(f *os.File) error {
 		if e.Size <= InlineLimit {
