@@ -31,22 +31,6 @@ import (
 // serves the socket and keeps the connections; this file runs the CLI's
 // commands there.
 
-// maxDaemonLog is the size past which a daemon starting on a log file
-// moves it aside (to FILE.1, replacing the one before) and starts anew,
-// so that a daemon restarted day after day keeps at most two.
-const maxDaemonLog = 1 << 20
-
-// openDaemonLog opens logFile for appending, moving it aside first when it
-// has grown past maxDaemonLog.
-func openDaemonLog(logFile string) (*os.File, error) {
-	if fi, err := os.Stat(logFile); err == nil && fi.Mode().IsRegular() && fi.Size() > maxDaemonLog {
-		if err := os.Rename(logFile, logFile+".1"); err != nil {
-			return nil, fmt.Errorf("rotating the daemon log: %w", err)
-		}
-	}
-	return os.OpenFile(logFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
-}
-
 func newDaemonCmd(g *globals) *cobra.Command {
 	var socket, logFile string
 	var idle time.Duration
@@ -79,14 +63,7 @@ connection it keeps) and waits until it has.`,
 				if err != nil {
 					return err
 				}
-				defer func() {
-					// An empty log (nothing went wrong) goes with the
-					// daemon: one is made per environment.
-					if fi, err := f.Stat(); err == nil && fi.Size() == 0 {
-						os.Remove(logFile)
-					}
-					f.Close()
-				}()
+				defer f.Close()
 				g.stderr = f
 			}
 			o := daemon.Options{Socket: socket, Idle: idle, Log: g.logger(), Signals: true}
