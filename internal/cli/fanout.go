@@ -14,6 +14,7 @@ import (
 	"syscall"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/internal/printable"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/target"
 )
@@ -26,10 +27,16 @@ const defaultFanout = 32
 // lineWriter prefixes every line written to it with prefix and writes
 // whole lines to out under mu, so that the lines of many targets
 // interleave but never mix. Close writes a last unterminated line.
+//
+// Unless raw, a line's control characters are escaped (printable): a
+// target's carriage return or escape sequence could otherwise move the
+// cursor over another target's lines on the terminal, or over its own
+// prefix, and show what no target printed.
 type lineWriter struct {
 	mu     *sync.Mutex
 	out    io.Writer
 	prefix string
+	raw    bool
 	buf    []byte
 }
 
@@ -53,7 +60,11 @@ func (w *lineWriter) emit(lines []byte) {
 		}
 		lines = lines[len(line):]
 		b.WriteString(w.prefix)
-		b.Write(line)
+		if w.raw {
+			b.Write(line)
+		} else {
+			b.Write(printable.AppendEscaped(b.AvailableBuffer(), line))
+		}
 		if line[len(line)-1] != '\n' {
 			b.WriteByte('\n')
 		}
@@ -139,6 +150,9 @@ type fanoutOptions struct {
 	// every command gets a copy (input, once read).
 	stdin bool
 	input []byte
+	// raw (--raw): targets' output as it came, control characters
+	// included; by default they are escaped (lineWriter says why).
+	raw bool
 }
 
 // maxBroadcastInput is how much standard input --stdin keeps in memory
@@ -242,7 +256,7 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 		return g.runOne(ctx, direct(), targets[i], chains[i], argv, opts, &outMu, &errMu)
 	})
 	if opts.group && sig() == 0 {
-		g.printGroups(results)
+		g.printGroups(results, opts.raw)
 	}
 	return g.fanoutExit(results, sig())
 }
@@ -349,8 +363,8 @@ func (g *globals) runOneThroughDaemon(target string, argv []string, opts fanoutO
 		collected = &cappedBuffer{max: maxGroupedOutput}
 		gt.stdout, gt.stderr = collected, collected
 	} else {
-		stdout = &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
-		stderr = &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
+		stdout = &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": ", raw: opts.raw}
+		stderr = &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": ", raw: opts.raw}
 		gt.stdout, gt.stderr = stdout, stderr
 	}
 	var text string
@@ -408,8 +422,8 @@ func (g *globals) runOne(ctx stdctx.Context, r *target.Routes, target string, ch
 		collected = &cappedBuffer{max: maxGroupedOutput}
 		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.commandInput(), collected, collected)
 	} else {
-		stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": "}
-		stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": "}
+		stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": ", raw: opts.raw}
+		stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": ", raw: opts.raw}
 		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.commandInput(), stdout, stderr)
 		stdout.Close()
 		stderr.Close()
@@ -432,8 +446,9 @@ func (g *globals) runOne(ctx stdctx.Context, r *target.Routes, target string, ch
 // printGroups prints, for --group, each distinct output (with its exit
 // status) once, under the targets that gave it, in the order of their
 // first target, as dshbak -c does for pdsh. Targets that failed before
-// their command ended are left to the error lines.
-func (g *globals) printGroups(results []fanoutResult) {
+// their command ended are left to the error lines. Unless raw, control
+// characters are escaped, as lineWriter does.
+func (g *globals) printGroups(results []fanoutResult, raw bool) {
 	type group struct {
 		targets []string
 		res     fanoutResult
@@ -463,7 +478,11 @@ func (g *globals) printGroups(results []fanoutResult) {
 			fmt.Fprintf(&b, " (exit %d)", gr.res.code)
 		}
 		b.WriteString(" ====\n")
-		b.Write(gr.res.output)
+		if raw {
+			b.Write(gr.res.output)
+		} else {
+			b.Write(printable.AppendEscaped(b.AvailableBuffer(), gr.res.output))
+		}
 		if n := len(gr.res.output); n > 0 && gr.res.output[n-1] != '\n' {
 			b.WriteByte('\n')
 		}

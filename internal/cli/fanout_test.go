@@ -37,6 +37,26 @@ func TestLineWriter(t *testing.T) {
 	}
 }
 
+// A line's control characters are escaped unless raw: nothing a target
+// prints moves the cursor over a prefix.
+func TestLineWriterEscapes(t *testing.T) {
+	var mu sync.Mutex
+	var out bytes.Buffer
+	w := &lineWriter{mu: &mu, out: &out, prefix: "a: "}
+	w.Write([]byte("x\rb: forged\x1b[1A\tü\r\nlast\r"))
+	w.Close()
+	if want := "a: x\\rb: forged\\x1b[1A\tü\r\na: last\\r\n"; out.String() != want {
+		t.Errorf("escaped: %q, want %q", out.String(), want)
+	}
+	out.Reset()
+	w = &lineWriter{mu: &mu, out: &out, prefix: "a: ", raw: true}
+	w.Write([]byte("x\rb: raw\x1b[1A\n"))
+	w.Close()
+	if want := "a: x\rb: raw\x1b[1A\n"; out.String() != want {
+		t.Errorf("raw: %q, want %q", out.String(), want)
+	}
+}
+
 // spindle run T1 T2 -- CMD: every target's lines, prefixed; the largest
 // exit status; a target that cannot be reached is 255 and listed, the
 // others still run.
@@ -208,4 +228,34 @@ func sorted(s string) string {
 	lines := strings.Split(s, "\n")
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// With several targets, what the targets print reaches the terminal with
+// its control characters escaped, on both streams and with --group;
+// --raw passes them through, and so does a run on one target, as ssh
+// does.
+func TestE2ERunManyEscapesControls(t *testing.T) {
+	const script = `printf 'ok\r\033[2Jdone\t\303\251\n'; printf 'err\033]0;title\007\n' >&2`
+	const raw, escaped = "ok\r\x1b[2Jdone\té\n", `ok\r\x1b[2Jdone` + "\té\n"
+	const rawErr, escapedErr = "err\x1b]0;title\a\n", `err\x1b]0;title\a` + "\n"
+	out, errs, code := spindleCmd(t, "", "run", "local", "local,local", "--", "sh", "-c", script)
+	for _, tg := range []string{"local: ", "local,local: "} {
+		if code != 0 || !strings.Contains(out, tg+escaped) || !strings.Contains(errs, tg+escapedErr) {
+			t.Errorf("escaped: exit %d, stdout %q, stderr %q; want %q and %q for %s", code, out, errs, escaped, escapedErr, tg)
+		}
+	}
+	out, errs, code = spindleCmd(t, "", "run", "--raw", "local", "local,local", "--", "sh", "-c", script)
+	for _, tg := range []string{"local: ", "local,local: "} {
+		if code != 0 || !strings.Contains(out, tg+raw) || !strings.Contains(errs, tg+rawErr) {
+			t.Errorf("--raw: exit %d, stdout %q, stderr %q; want %q and %q for %s", code, out, errs, raw, rawErr, tg)
+		}
+	}
+	out, errs, code = spindleCmd(t, "", "run", "--group", "local", "local,local", "--", "printf", `ok\r\033[2J\n`)
+	if want := "==== local local,local (2 targets) ====\n" + `ok\r\x1b[2J` + "\n"; code != 0 || out != want {
+		t.Errorf("--group: exit %d, stdout %q, want %q; stderr %q", code, out, want, errs)
+	}
+	out, errs, code = spindleCmd(t, "", "run", "local", "--", "sh", "-c", script)
+	if code != 0 || out != raw || errs != rawErr {
+		t.Errorf("one target: exit %d, stdout %q, stderr %q; want %q, %q", code, out, errs, raw, rawErr)
+	}
 }

@@ -43,22 +43,26 @@ that connects. Not with -L, -R or -D.
 
 With several TARGETs (the -- is then required; @FILE stands for the
 targets FILE lists, whitespace-separated, # starting a comment, and @-
-for those on standard input), CMD runs on all of them
-at once, --fanout at a time, on connections made in parallel: hops they
-begin with are shared (-J bastion web1 web2 web3 dials the bastion once,
-and its agent starts the three). Each line of output is prefixed with
-"TARGET: "; standard input is not read (each command gets end of file)
-unless --stdin: then it is read to its end first (64 MiB at most) and
-every command reads a copy (spindle run --stdin @hosts -- sh < script.sh);
-questions (passwords, host keys) are asked one at a time, naming their
-host. --group collects the output instead and prints each distinct one
-once at the end, under the targets that gave it (like dshbak -c). The
-exit status is the largest of the targets' (0 only if CMD
-exited 0 everywhere, 255 if a target could not be reached), and a last
-line on standard error lists the targets that failed. With --persist,
-every target runs through the daemon, on the connections it keeps (their
-hops shared there too), and the next such run takes a few milliseconds
-per round of --fanout targets. -L, -R and -D do not apply.`,
+for those on standard input), CMD runs on all of them at once, --fanout
+at a time, on connections made in parallel: hops they begin with are
+shared (-J bastion web1 web2 web3 dials the bastion once, and its agent
+starts the three). Each line of output is prefixed with "TARGET: ", and
+its control characters but tab are written out as escapes (\r, \x1b...)
+so that no target's output can move the cursor over another's lines
+(--raw prints them as they came; one target's output is always passed
+through unchanged, as ssh does). Standard input is not read (each
+command gets end of file) unless --stdin: then it is read to its end
+first (64 MiB at most) and every command reads a copy (spindle run
+--stdin @hosts -- sh < script.sh); questions (passwords, host keys) are
+asked one at a time, naming their host. --group collects the output
+instead and prints each distinct one once at the end, under the targets
+that gave it (like dshbak -c). The exit status is the largest of the
+targets' (0 only if CMD exited 0 everywhere, 255 if a target could not
+be reached), and a last line on standard error lists the targets that
+failed. With --persist, every target runs through the daemon, on the
+connections it keeps (their hops shared there too), and the next such
+run takes a few milliseconds per round of --fanout targets. -L, -R and
+-D do not apply.`,
 		Example: `  spindle run local -- uname -a
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
@@ -127,6 +131,7 @@ per round of --fanout targets. -L, -R and -D do not apply.`,
 	persistFlag(c, g)
 	c.Flags().IntVar(&fanout.fanout, "fanout", defaultFanout, "with several targets: how many to connect to and run on at once")
 	c.Flags().BoolVar(&fanout.stdin, "stdin", false, "with several targets: read standard input to its end (64 MiB at most) and give every command a copy, as one target's command would read it")
+	c.Flags().BoolVar(&fanout.raw, "raw", false, "with several targets: print the targets' output with its control characters as they came, instead of escaped (\\r, \\x1b...)")
 	c.Flags().BoolVar(&fanout.group, "group", false, "with several targets: print each distinct output (stdout and stderr, with the exit status) once at the end, under the targets that gave it, instead of prefixed lines as they come (like pdsh | dshbak -c)")
 	return c
 }
