@@ -27,6 +27,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/internal/spin"
+	"github.com/spindle-rpc/spindle/internal/tether"
 	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
@@ -157,6 +158,9 @@ func Main(opts ...Option) {
 	}
 	err = Run(ctx, args, in, out, os.Stderr, opts...)
 	fs.CloseJournal()
+	// Run killed the commands still running; the watchdog that would have
+	// killed them had the agent died goes before the agent exits.
+	tether.Close()
 	// A short first connection must not end before the check: its memo
 	// spares every later start the hash (a few ms more to exit, once).
 	if <-stale {

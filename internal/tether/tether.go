@@ -26,7 +26,8 @@
 // pipe about each group as it starts and ends. The pipe's end of file
 // says the starting process is gone (whichever way it went: the kernel
 // closes the write end), and the watchdog SIGKILLs every group still
-// listed. One watchdog serves all children; it is started with the first.
+// listed. One watchdog serves all children; it is started with the first,
+// and a process that exits cleanly ends it first (Close).
 //
 // The watchdog cannot be told about a group before the fork returns. A
 // child that starts processes of its own in the microseconds between its

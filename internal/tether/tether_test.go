@@ -225,3 +225,33 @@ func TestStartNeedsOwnGroup(t *testing.T) {
 		t.Fatal("a command in this process's group was started")
 	}
 }
+
+// TestClose: Close kills the groups still tethered, as this process's
+// death would, and returns once the watchdog is gone.
+func TestClose(t *testing.T) {
+	child := tethered(t, "sleep", "1000")
+	release, err := Start(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	watch.mu.Lock()
+	wd := watch.cmd
+	watch.mu.Unlock()
+	if wd == nil {
+		t.Fatalf("no watchdog after a start: %v", watch.failed)
+	}
+	Close()
+	defer func() { // for the tests after this one
+		watch.mu.Lock()
+		watch.failed = nil
+		watch.mu.Unlock()
+	}()
+	if wd.ProcessState == nil {
+		t.Fatal("Close returned before the watchdog exited")
+	}
+	child.Wait()
+	if ws := child.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
+		t.Fatalf("Close left the tethered group running: %v", child.ProcessState)
+	}
+}

@@ -2,6 +2,7 @@ package tether
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -147,7 +148,23 @@ func (d *watchdog) startLocked() error {
 	return nil
 }
 
-// stopLocked closes the pipe to a watchdog that is gone and reaps it.
+// Close ends the watchdog as this process's exit would: it kills the
+// groups of the children still tethered and exits. Close returns once it
+// has, so that nothing this process started outlives its exit (a test
+// that rewrites the binary after the process exited would otherwise
+// find the watchdog still running it). For a process about to exit:
+// children started after Close have PDEATHSIG alone.
+func Close() {
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	if watch.w != nil {
+		watch.stopLocked()
+	}
+	watch.failed = errors.New("tether: closed")
+}
+
+// stopLocked closes the pipe to the watchdog, which ends it (if it had
+// not ended already), and reaps it.
 func (d *watchdog) stopLocked() {
 	d.w.Close()
 	d.cmd.Wait() //nolint:errcheck // it is gone; only its status would be left
