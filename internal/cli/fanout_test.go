@@ -237,7 +237,7 @@ func sorted(s string) string {
 func TestE2ERunManyEscapesControls(t *testing.T) {
 	const script = `printf 'ok\r\033[2Jdone\t\303\251\n'; printf 'err\033]0;title\007\n' >&2`
 	const raw, escaped = "ok\r\x1b[2Jdone\té\n", `ok\r\x1b[2Jdone` + "\té\n"
-	const rawErr, escapedErr = "err\x1b]0;title\a\n", `err\x1b]0;title\a` + "\n"
+	const rawErr, escapedErr = "err\x1b]0;title\a\n", `err\x1b]0;title\x07` + "\n"
 	out, errs, code := spindleCmd(t, "", "run", "local", "local,local", "--", "sh", "-c", script)
 	for _, tg := range []string{"local: ", "local,local: "} {
 		if code != 0 || !strings.Contains(out, tg+escaped) || !strings.Contains(errs, tg+escapedErr) {

@@ -14,11 +14,12 @@ func TestAppendEscaped(t *testing.T) {
 		"crlf line\r\n":           "crlf line\r\n",
 		"over\rwrite":             `over\rwrite`,
 		"end\r":                   `end\r`,
-		"title \x1b]0;pwned\a":    `title \x1b]0;pwned\a`,
+		"title \x1b]0;pwned\a":    `title \x1b]0;pwned\x07`,
 		"clear \x1b[2J":           `clear \x1b[2J`,
 		"csi \u009b2J":            `csi \u009b2J`,
 		"bad \xff\xc3 utf8":       `bad \xff\xc3 utf8`,
-		"nul\x00 del\x7f bs\b":    `nul\x00 del\x7f bs\b`,
+		"nul\x00 del\x7f bs\b":    `nul\x00 del\x7f bs\x08`,
+		"KO\u202eOK":              `KO\u202eOK`,
 		"ünïcödé ✓ 日本":            "ünïcödé ✓ 日本",
 		"back\\slash":             `back\slash`,
 	} {
@@ -30,7 +31,7 @@ func TestAppendEscaped(t *testing.T) {
 
 // Nothing AppendEscaped returns acts on a terminal: it is UTF-8 without
 // control characters but newlines, tabs, and carriage returns right
-// before a newline.
+// before a newline, and without characters that reorder a line.
 func FuzzAppendEscaped(f *testing.F) {
 	for _, s := range []string{"a\rb", "\x1b[2J", "\u009b", "\xff", "x\r\n"} {
 		f.Add([]byte(s))
@@ -41,7 +42,7 @@ func FuzzAppendEscaped(f *testing.F) {
 			t.Fatalf("AppendEscaped(%q) = %q: not UTF-8", in, out)
 		}
 		for i, r := range out {
-			if unicode.IsControl(r) && r != '\n' && r != '\t' && !(r == '\r' && strings.HasPrefix(out[i+1:], "\n")) {
+			if (unicode.IsControl(r) || reorders(r)) && r != '\n' && r != '\t' && !(r == '\r' && strings.HasPrefix(out[i+1:], "\n")) {
 				t.Fatalf("AppendEscaped(%q) = %q: control character %U at %d", in, out, r, i)
 			}
 		}
