@@ -118,6 +118,9 @@ type Run struct {
 	Interactive bool  `msgpack:"interactive,omitempty"`
 	Verbose     int   `msgpack:"verbose,omitempty"`    // the client's -v: its request's logs go to its stderr too // the client can ask its user
 	PersistNS   int64 `msgpack:"persist_ns,omitempty"` // idle time before the daemon exits
+	// RawLogs is the client's --raw-logs: its connections show agents'
+	// log records unescaped (connections are kept apart by it).
+	RawLogs bool `msgpack:"raw_logs,omitempty"`
 }
 
 // WriteMsg writes m as one frame.

@@ -64,6 +64,8 @@ type globals struct {
 	logAlso zapcore.Core
 	// persist is --persist (run through the daemon; 0: not).
 	persist time.Duration
+	// rawLogs is --raw-logs: agents' log records as they sent them.
+	rawLogs bool
 }
 
 // Execute runs the CLI with args and returns the process's exit status.
@@ -143,6 +145,7 @@ host key failures exit with 255, like ssh.`,
 	})
 	pf := root.PersistentFlags()
 	pf.CountVarP(&g.verbose, "verbose", "v", "more logging on stderr (-v info, -vv debug, -vvv more); agents' logs follow the same level")
+	pf.BoolVar(&g.rawLogs, "raw-logs", false, "show the agents' log records (-v) as they sent them, control characters included, instead of escaped")
 	pf.DurationVar(&g.timeout, "timeout", 30*time.Second, "time limit for connecting to the target (0 = none)")
 	pf.StringVarP(&g.via, "via", "J", "", "reach TARGET through these hops first, comma-separated (like ssh -J, but each hop runs an agent that starts the next: -J bastion,web1 docker:app1)")
 	g.conn.addFlags(pf)
@@ -261,6 +264,12 @@ func (g *globals) logger() *zap.Logger {
 	return zap.New(core)
 }
 
+// controllerOptions are the options of the CLI's controllers, logging to
+// log.
+func (g *globals) controllerOptions(log *zap.Logger) spindle.Options {
+	return spindle.Options{Logger: log, Verbosity: g.verbose, AgentLogs: slog.ReceiveOptions{Raw: g.rawLogs}}
+}
+
 // consoleCore writes logs for a person to w at the level of -v verbose.
 func consoleCore(w io.Writer, verbose int) zapcore.Core {
 	enc := zap.NewDevelopmentEncoderConfig()
@@ -332,7 +341,7 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 		return nil, nil, err
 	}
 	log := g.logger()
-	ctl := spindle.NewController(spindle.Options{Logger: log, Verbosity: g.verbose})
+	ctl := spindle.NewController(g.controllerOptions(log))
 	cctx := ctx
 	if g.timeout > 0 {
 		var cancel stdctx.CancelFunc

@@ -78,7 +78,7 @@ func (g *globals) copyToMany(ctx stdctx.Context, o *cpOptions, srcArg, dstPath s
 	log := g.logger()
 	var ctl *spindle.Controller
 	direct := sync.OnceValue(func() *target.Routes {
-		ctl = spindle.NewController(spindle.Options{Logger: log, Verbosity: g.verbose})
+		ctl = spindle.NewController(g.controllerOptions(log))
 		return target.NewRoutes(ctl)
 	})
 	defer func() {

@@ -94,7 +94,7 @@ type daemonHandler struct {
 // flagsKey names r's target and connection flags.
 func flagsKey(r *proto.Run) string {
 	return fmt.Sprintf("%q", []any{r.Via, r.Target, r.ConfigFile, r.Identities, r.Options, r.HostKeyPolicy,
-		r.PasswordEnv, r.BecomePasswordEnv, r.AskBecomePass})
+		r.PasswordEnv, r.BecomePasswordEnv, r.AskBecomePass, r.RawLogs})
 }
 
 // groupKey names r's connection flags: flagsKey less the target, and
@@ -113,7 +113,7 @@ func (d *daemonHandler) handle(ctx stdctx.Context, cl *daemon.CLIRequest) (int, 
 	if r.Version != version.Version {
 		return exitConnect, fmt.Sprintf("spindle: the daemon is version %s, this spindle %s\n", version.Version, r.Version)
 	}
-	g := &globals{verbose: d.verbose, timeout: time.Duration(r.TimeoutNS), via: r.Via,
+	g := &globals{verbose: d.verbose, rawLogs: r.RawLogs, timeout: time.Duration(r.TimeoutNS), via: r.Via,
 		stdin: cl.Stdin, stdout: cl.Stdout, stderr: cl.Stderr, logOut: d.logOut}
 	g.conn = connectOptions{configFile: r.ConfigFile, identities: r.Identities, sshOpts: r.Options,
 		hostKeyPolicy: r.HostKeyPolicy, passwordEnv: r.PasswordEnv, interactive: r.Interactive,
@@ -231,7 +231,7 @@ func (d *daemonHandler) session(ctx stdctx.Context, g *globals, r *proto.Run, tg
 	c, reused, err := d.reg.Get(ctx, d.key(r, tgt), daemon.Dialer{
 		NewGroup: func() (*spindle.Controller, *zap.Logger) {
 			l := g.logger()
-			return spindle.NewController(spindle.Options{Logger: l, Verbosity: g.verbose}), l
+			return spindle.NewController(g.controllerOptions(l)), l
 		},
 		Open: func(ctx stdctx.Context, grp *daemon.Group) (*spindle.Context, []target.Step, error) {
 			chains, err := g.chains([]string{tgt})

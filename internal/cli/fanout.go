@@ -237,7 +237,7 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	// daemon runs them: then only those it could not take.
 	var ctl *spindle.Controller
 	direct := sync.OnceValue(func() *target.Routes {
-		ctl = spindle.NewController(spindle.Options{Logger: g.logger(), Verbosity: g.verbose})
+		ctl = spindle.NewController(g.controllerOptions(g.logger()))
 		return target.NewRoutes(ctl)
 	})
 	defer func() {

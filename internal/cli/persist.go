@@ -267,7 +267,7 @@ func (g *globals) persistRequest(target string, argv []string, forwardAgent bool
 		ConfigFile: cfg, Identities: ids, Options: c.sshOpts, HostKeyPolicy: c.hostKeyPolicy,
 		PasswordEnv: c.passwordEnv, BecomePasswordEnv: c.become.passwordEnv, AskBecomePass: c.become.ask,
 		ForwardAgent: forwardAgent, TimeoutNS: int64(g.timeout), Interactive: c.interactive, PersistNS: int64(g.persist),
-		Verbose: g.verbose,
+		Verbose: g.verbose, RawLogs: g.rawLogs,
 	}, nil
 }
 
