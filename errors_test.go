@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/spindle-rpc/spindle/connectors/local"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/fs"
 	"github.com/spindle-rpc/spindle/services/sys"
@@ -111,6 +113,9 @@ func TestEveryKindReachesTheUser(t *testing.T) {
 			_, err := fs.Read(ctx, cx, file, 1)
 			return err
 		}},
+		{"ErrStalled", spindle.ErrStalled, errkind.ErrStalled, func(t *testing.T) error {
+			return stalledCall(ctx, t)
+		}},
 		{"ErrTooManyChildren", spindle.ErrTooManyChildren, errkind.ErrTooManyChildren, func(t *testing.T) error {
 			small := spindle.NewController(spindle.Options{MaxChildren: 1})
 			defer small.Close()
@@ -161,7 +166,7 @@ func TestEveryKindIsTested(t *testing.T) {
 		spindle.ErrDisconnected, spindle.ErrTimeout, spindle.ErrCanceled, spindle.ErrRemote,
 		spindle.ErrPermission, spindle.ErrNotFound, spindle.ErrExists, spindle.ErrUnknownMethod,
 		spindle.ErrBadArgs, spindle.ErrAuth, spindle.ErrHostKey, spindle.ErrTooLarge,
-		spindle.ErrTooManyChildren,
+		spindle.ErrStalled, spindle.ErrTooManyChildren,
 	}
 	for _, k := range errkind.All() {
 		if !slices.Contains(tested, k) {
@@ -171,6 +176,47 @@ func TestEveryKindIsTested(t *testing.T) {
 	if len(tested) != len(errkind.All()) {
 		t.Errorf("%d kinds tested, errkind has %d", len(tested), len(errkind.All()))
 	}
+}
+
+// stalledCall stops a child agent behind a local parent, then calls it with
+// 1 MiB of arguments until the parent, whose queue toward it is full,
+// refuses a call; it returns that call's error. The child is resumed, and
+// the calls let in are answered, before it returns.
+func stalledCall(ctx context.Context, t *testing.T) error {
+	// No stall bound: the calls let in wait for the child to come back.
+	ctl := spindle.NewController(spindle.Options{Router: router.Options{StallTimeout: -1}})
+	defer ctl.Close()
+	parent, err := ctl.Connect(ctx, local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	child, err := parent.Connect(ctx, local.Options{ContextName: "stopped"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := child.Hello().PID
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pid, syscall.SIGCONT)
+	// 16 MiB: more than the child's pipe (1 MiB) and the parent's queue
+	// toward it (4 MiB) hold.
+	const calls = 16
+	args := make([]byte, 1<<20)
+	errs := make(chan error, calls)
+	for range calls {
+		f := child.Go(ctx, "no.Such", args)
+		go func() { errs <- f.Wait(nil) }()
+	}
+	// Only refusals come back while the child is stopped.
+	refused := <-errs
+	if err := syscall.Kill(pid, syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	for range calls - 1 {
+		<-errs
+	}
+	return refused
 }
 
 // sshServer is an in-process SSH server that accepts no login: enough for

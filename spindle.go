@@ -50,6 +50,7 @@ var (
 	ErrAuth            = errkind.ErrAuth
 	ErrHostKey         = errkind.ErrHostKey
 	ErrTooLarge        = errkind.ErrTooLarge
+	ErrStalled         = errkind.ErrStalled
 	ErrTooManyChildren = errkind.ErrTooManyChildren
 )
 

@@ -111,8 +111,14 @@ func (c *Context) Go(ctx stdctx.Context, method string, args any) *Future {
 		f.fail(err)
 		return f
 	}
-	if err := c.ctl.rt.Send(&router.Message{Dst: c.id, Handle: router.HandleCall, ReplyTo: f.handle, Data: data}); err != nil {
-		f.fail(c.sendError(err))
+	// A direct child that is not draining makes this wait (for room in
+	// its link's queue) until ctx is done or the link is declared dead.
+	if err := c.ctl.rt.SendContext(ctx, &router.Message{Dst: c.id, Handle: router.HandleCall, ReplyTo: f.handle, Data: data}); err != nil {
+		if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+			f.cancel(ctx) // as if cancelled in flight: the error of ctx's kind
+		} else {
+			f.fail(c.sendError(err))
+		}
 	}
 	return f
 }

@@ -11,7 +11,7 @@
 // Errors are *errkind.Error: they name the context chain
 // ("bastion → web1 → sudo:root") and the method, and satisfy errors.Is for
 // their kind: errkind.ErrDisconnected, ErrTimeout, ErrCanceled,
-// ErrTooManyChildren, ErrRemote and the kinds an agent reports
+// ErrTooManyChildren, ErrStalled, ErrRemote and the kinds an agent reports
 // (ErrNotFound, ErrPermission, …).
 //
 // The package is named after what it models, a Mitogen-style context; the

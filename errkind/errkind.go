@@ -48,6 +48,12 @@ var (
 	// ErrTooLarge: a result or listing exceeds its limit; the message
 	// names the limit and the way around it.
 	ErrTooLarge = errors.New("too large")
+	// ErrStalled: a link on the way to the context is not draining (its
+	// process is stopped, or its pipe or connection is full) and has a
+	// full queue: the call was refused before it was sent, so it did not
+	// run. A link that stays stalled is declared dead after the router's
+	// StallTimeout, and calls then fail with ErrDisconnected.
+	ErrStalled = errors.New("link stalled")
 	// ErrTooManyChildren: a context is at Options.MaxChildren and every
 	// child is busy, so none could be closed to make room.
 	ErrTooManyChildren = errors.New("too many child contexts")
@@ -59,6 +65,6 @@ func All() []error {
 	return []error{
 		ErrDisconnected, ErrTimeout, ErrCanceled, ErrRemote, ErrPermission,
 		ErrNotFound, ErrExists, ErrUnknownMethod, ErrBadArgs, ErrAuth,
-		ErrHostKey, ErrTooLarge, ErrTooManyChildren,
+		ErrHostKey, ErrTooLarge, ErrStalled, ErrTooManyChildren,
 	}
 }

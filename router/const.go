@@ -62,9 +62,9 @@ const (
 // its agent): what it sends is bounded here or above (frames, windows),
 // and a child that goes past a bound that ends its link is disconnected
 // and named in one warning (ErrPeerLimit). Per link, a router runs a
-// fixed number of goroutines, whatever the peer sends: its read loop, an
-// accept loop (the parent link only), a watcher of the session's end,
-// and yamux's receive, send and ping-reply loops.
+// fixed number of goroutines, whatever the peer sends: its read loop, its
+// writer (queue.go), an accept loop (the parent link only), a watcher of
+// the session's end, and yamux's receive, send and ping-reply loops.
 const (
 	// maxPendingPongs bounds the replies to the peer's pings that wait
 	// for room in yamux's send queue (64 frames; yamux
@@ -89,4 +89,35 @@ const (
 	// a second and no refusal goes uncounted.
 	refusalWarnBurst    = 20
 	refusalWarnInterval = time.Second
+)
+
+// Slow receivers: the policy these bounds serve is in doc.go ("Slow
+// receivers") and PROTOCOL.md section 6.6.
+const (
+	// linkQueueLimit is how many bytes of bus frames may wait in one
+	// link's outgoing queue before calls toward that link are refused (and
+	// log records dropped). A healthy link's queue stays near empty: its
+	// writer hands everything queued to yamux at each turn, so frames pile
+	// up only while the link's transport or the far router's window is
+	// full. 4 MiB holds a full frame (DefaultMaxFrameSize) and about a
+	// thousand ordinary calls, which a link that drains at all works
+	// through in well under a second; and it is what a stalled child costs
+	// its parent in memory, plus one frame (the last call let in) and the
+	// messages never refused (replies, controls, route messages), which
+	// the calls already let in bound.
+	linkQueueLimit = 4 << 20
+	// DefaultStallTimeout is how long a child link may have something to
+	// write while its transport takes not a byte before it is declared
+	// dead (Options.StallTimeout). Generous: a link that is merely slow or
+	// busy shows progress at least every progressChunk bytes (about 9 s
+	// at 28 kB/s); 30 s without a byte is a stopped process or a wedged
+	// connection.
+	DefaultStallTimeout = 30 * time.Second
+	// progressChunk bounds one write to a link's transport, so that a
+	// slow transport shows progress every progressChunk bytes instead of
+	// once per yamux frame (up to a stream window, 16 MiB).
+	progressChunk = 256 << 10
+	// maxIdleQueueBuf is the largest queue buffer a link keeps for reuse
+	// once it has been written: a burst's buffers are not pinned forever.
+	maxIdleQueueBuf = 256 << 10
 )

@@ -39,50 +39,65 @@
 //
 // # Slow receivers
 //
-// What happens today when a link is not draining (the child process is
-// stopped, its pipe or SSH channel window is full, or its own router is not
-// reading its bus). Nothing is dropped and nothing is queued per child:
+// A child that stops draining (its process is stopped, its pipe or SSH
+// channel window is full, its container is wedged) must delay nobody but
+// the callers of its own subtree. The policy, with the bounds in const.go:
 //
-//   - Each link has one reading goroutine (Router.readLoop). It reads a
-//     frame and handles it before it reads the next: it delivers it
-//     (Receiver.Deliver must not block: rpc.Server starts a goroutine per
-//     call, replies and controls only record), or forwards it by writing
-//     it to the next link (Link.send), on that same goroutine. Bounces go
-//     back the same way.
-//   - Link.send holds the link's write lock and writes the frame to the
-//     bus stream (yamux Stream.Write). That write waits for stream window
-//     when the far router has 16 MiB of bus frames unread, and then until
-//     yamux's send loop has written the frame to the link's byte stream,
-//     which one send loop does for every stream of the link in turn. There
-//     is no deadline (ConnectionWriteTimeout is a year, keepalives are
-//     off): only the link's death ends the wait (streamSet gives every
-//     stream a past deadline then).
-//   - So on an agent, a child that does not drain blocks the reader of the
-//     parent link as soon as a message for that child arrives: the agent
-//     then reads nothing more from its parent, and calls and cancels for
-//     the agent itself, messages for its other children (the stalled
-//     child's siblings), route grants, and cancels addressed to the
-//     stalled child all wait behind that write. yamux keeps receiving them
-//     into the parent link's bus stream, up to its 16 MiB window; past
-//     that, the writes from the parent block too, and so on up to the
-//     controller, where the goroutine that called Send (Context.Go, or the
-//     one that sends a call's cancel) waits, and other senders to that link
-//     queue behind its write lock. Upward, a child link's reader that
-//     forwards replies to a parent link that is not draining waits the same
-//     way, holding back that child's subtree only.
-//   - On the controller, which has no parent link, a stalled child holds
-//     up only the goroutines sending to it: its siblings that are direct
-//     children of the controller have links and readers of their own.
+//   - Each link has one reading goroutine (Router.readLoop), which never
+//     waits on another link, and one writing goroutine (Router.writeLoop),
+//     the only one that waits on the link's transport. Sending or
+//     forwarding a message appends its frame to the link's outgoing queue
+//     and returns; the writer hands everything queued to the bus in one
+//     write per turn. Frames keep their order on a link.
+//   - A queue holding linkQueueLimit (4 MiB) or more refuses calls
+//     (HandleCall) forwarded from another link: such a call is answered
+//     at once with an error of kind "stalled" (errkind.ErrStalled: "the
+//     link to <child> is not draining: 4.0 MiB queued (…); the call was
+//     refused and did not run"), sent back on the link it came from as a
+//     FlagLast|FlagError reply (PROTOCOL.md section 9); one without
+//     reply_to is dropped. Log records (HandleLog) are dropped, and
+//     counted in a warning once the queue has room again.
+//   - A call that originates here (the controller's, toward a direct
+//     child) waits for room instead, until the context given to
+//     SendContext is done or the link dies: the caller is the one that
+//     can slow down, while a router in the middle cannot wait without
+//     holding up everything its parent link carries.
+//   - Never refused: controls (cancel, resize, signal), route messages,
+//     replies and bounces that arrive on the parent link or originate here.
+//     They are queued past the limit, so the parent link's reader never
+//     waits and a cancel always reaches a stalled child once it drains;
+//     they are few, and bounded by the calls already let in. They are not
+//     moved ahead of queued calls: a cancel overtaking its own call would
+//     find nothing to cancel.
+//   - Messages that arrive on a child link (replies and announcements
+//     going up, bounces going back down) wait for room in a full queue:
+//     that holds back the child they came from, whose reader this is, and
+//     nothing else, so that a child flooding a slow parent link cannot
+//     make this router buffer without bound.
+//   - A link to a child that has had something to write (bus frames
+//     waiting, or a write to its transport in progress, a circuit's as
+//     well) while its transport took not a byte for Options.StallTimeout
+//     (default DefaultStallTimeout, 30 s; negative: never; the controller
+//     passes its value to every agent that connects a child, and
+//     Link.SetStallTimeout sets it per link) is declared dead: its routes
+//     are withdrawn as for any lost link (del_route), and every call
+//     waiting on its subtree fails at once as disconnected, naming the
+//     link ("link to <child> lost: not draining: its transport took
+//     nothing for 30s …"). A healthy child reads its transport all the
+//     time (yamux's flow control is per stream, so a slow circuit reader
+//     does not stop it), and writes to the transport go in pieces of at
+//     most progressChunk, so a slow but moving link is never taken for a
+//     stalled one. The other way round, a stopped child whose transport
+//     still has room (its pipe, its SSH window) for what was sent to it
+//     looks like a busy one: calls to it wait as calls to a busy agent do
+//     (their context's deadline bounds them) until more traffic fills the
+//     transport. The parent link is never timed: the parent judges it.
 //   - Circuits are yamux streams of their own, with their own window and
-//     their own splice goroutines: a circuit whose reader is slow holds
-//     back that circuit (one window per hop), not the bus, unless the
-//     link's byte stream itself has stopped, which stops every stream on
-//     the link.
+//     splice goroutines: a slow circuit reader holds back that circuit
+//     (one window per hop), not the bus. A transport that has stopped
+//     stops every stream of its link, circuits included, until the stall
+//     bound ends it.
 //
-// A stalled child is therefore cleared only when its link dies (its
-// process exits, SSH keepalives give up, the connector closes it), and
-// until then it can hold up its siblings and its parent agent. This is
-// the current behaviour, not the intended one: the reliability issue
-// replaces the blocking forward with one that never makes a link's reader
-// wait on another link.
+// On the controller, a stalled direct child holds up only the calls sent
+// to it (until their context ends or the stall bound), not its siblings.
 package router

@@ -25,9 +25,10 @@ type Link struct {
 	bus      net.Conn
 	toParent bool // this link leads to our parent
 	maxFrame int
+	conn     *coalescingConn // the transport, as yamux writes to it
 
-	wmu  sync.Mutex
-	wbuf []byte
+	q     outQueue   // the bus's outgoing frames (queue.go)
+	stall stallWatch // declares the link dead when it stops draining
 
 	streams streamSet // the bus and every circuit, unblocked when the link dies
 
@@ -78,11 +79,15 @@ func yamuxConfig(window uint32) *yamux.Config {
 func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent bool, o *Options, refuseOpen func(*Link, uint32) error) (*Link, error) {
 	cfg := yamuxConfig(o.streamWindow())
 	l := &Link{name: name, toParent: toParent, maxFrame: o.maxFrame(), done: make(chan struct{})}
+	l.q.init()
+	l.stall.l = l
 	if !toParent {
 		cfg.RefuseStream = func(id uint32) error { return refuseOpen(l, id) }
+		l.SetStallTimeout(o.stallTimeout())
 	}
 	var err error
-	conn = &coalescingConn{ReadWriteCloser: conn}
+	l.conn = &coalescingConn{ReadWriteCloser: conn, watch: &l.stall}
+	conn = l.conn
 	if toParent {
 		l.sess, err = yamux.Server(conn, cfg)
 	} else {
@@ -133,25 +138,6 @@ func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent
 	}
 }
 
-// send writes m as one frame on the bus.
-func (l *Link) send(m *Message) error {
-	if len(m.Data) > l.maxFrame-64 {
-		return fmt.Errorf("%w: message of %d bytes to %s exceeds the frame limit of %d; large payloads must use a circuit",
-			ErrFrameTooLarge, len(m.Data), l.name, l.maxFrame)
-	}
-	l.wmu.Lock()
-	l.wbuf = AppendFrame(l.wbuf[:0], m)
-	_, err := l.bus.Write(l.wbuf)
-	if cap(l.wbuf) > 256<<10 {
-		l.wbuf = nil // do not pin one large frame's buffer forever
-	}
-	l.wmu.Unlock()
-	if err != nil {
-		return fmt.Errorf("send to %s: %w", l.name, l.deadErr(err))
-	}
-	return nil
-}
-
 // deadErr explains err, a failed write or stream open on l: wrapping
 // ErrLinkDown, with why the link died, when it has (or its session has
 // shut down, which its reader has yet to see).
@@ -179,19 +165,37 @@ func (l *Link) openStream(m *Message) (net.Conn, error) {
 	return st, nil
 }
 
-// close kills the link and records why.
-func (l *Link) close(err error) {
+// kill marks the link dead, fails its senders and unblocks everything
+// waiting on its streams, and returns at once; close also shuts the
+// session, which can wait for the transport.
+func (l *Link) kill(err error) {
 	l.doneOnce.Do(func() {
-		if err == nil || errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrSessionShutdown) {
+		if err == nil || isClosedErr(err) {
 			err = fmt.Errorf("link to %s closed", l.name)
 		} else {
 			err = fmt.Errorf("link to %s lost: %w", l.name, err)
 		}
+		q := &l.q
+		q.mu.Lock()
 		l.err = err
-		l.streams.unblockAll() // before the session's close, which may wait
-		l.sess.Close()
+		q.dead = true
+		q.buf, q.spare = nil, nil
+		q.wakeWaiters()
+		q.mu.Unlock()
+		l.streams.unblockAll()
 		close(l.done)
 	})
+}
+
+// close kills the link and shuts its session, which waits for the
+// transport's Close (for a child agent, until it exits).
+func (l *Link) close(err error) {
+	l.kill(err)
+	l.sess.Close()
+}
+
+func isClosedErr(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, yamux.ErrSessionShutdown)
 }
 
 // splice copies both ways between two circuit hops until both directions

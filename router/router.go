@@ -23,6 +23,17 @@ type Options struct {
 	// StreamWindow is the yamux per-stream window. Default
 	// DefaultStreamWindow.
 	StreamWindow uint32
+	// StallTimeout is how long a link to a child may have something to
+	// write (messages waiting, or circuit data) while its transport takes
+	// not a byte (the child is stopped, or its pipe or connection is
+	// wedged) before the link is declared dead: its routes are withdrawn
+	// and every call waiting on its subtree fails as disconnected, naming
+	// the link. The controller passes its value to the agents it asks to
+	// connect children (connect.Start), so it holds on every link of its
+	// tree. Default DefaultStallTimeout (30 s); negative: never. Links to
+	// the parent are never timed: the parent judges them. See the package
+	// comment, "Slow receivers".
+	StallTimeout time.Duration
 }
 
 func (o *Options) maxFrame() int {
@@ -30,6 +41,13 @@ func (o *Options) maxFrame() int {
 		return o.MaxFrameSize
 	}
 	return DefaultMaxFrameSize
+}
+
+func (o *Options) stallTimeout() time.Duration {
+	if o.StallTimeout == 0 {
+		return DefaultStallTimeout
+	}
+	return o.StallTimeout // negative: never
 }
 
 func (o *Options) streamWindow() uint32 {
@@ -204,8 +222,16 @@ func (r *Router) routeLocked(dst uint32) *Link {
 	return r.parent
 }
 
-// Send routes a message that originates here; m.Src is set to our id.
-func (r *Router) Send(m *Message) error {
+// Send routes a message that originates here; m.Src is set to our id. It
+// does not wait for the link m leaves on, except for a call when that
+// link's queue is full (see the package comment, "Slow receivers"): then
+// it waits for room, for as long as the link lives. SendContext bounds
+// that wait.
+func (r *Router) Send(m *Message) error { return r.SendContext(context.Background(), m) }
+
+// SendContext is Send, where a call waiting for room on a link that is not
+// draining stops waiting, with ctx's error, when ctx is done.
+func (r *Router) SendContext(ctx context.Context, m *Message) error {
 	m.Src = r.id
 	if m.Dst == r.id {
 		return r.deliverLocal(m, nil)
@@ -221,7 +247,7 @@ func (r *Router) Send(m *Message) error {
 	if l == nil {
 		return fmt.Errorf("%w to %s", ErrNoRoute, name)
 	}
-	return l.send(m)
+	return l.send(ctx, m, nil)
 }
 
 // receive handles a message that arrived on link from.
@@ -263,7 +289,11 @@ func (r *Router) receive(m *Message, from *Link) {
 		r.refuse(m, from, "a target may not address another branch")
 		return
 	}
-	if err := next.send(m); err != nil {
+	if err := next.send(context.Background(), m, from); err != nil {
+		if stalled := (*stalledError)(nil); errors.As(err, &stalled) {
+			r.bounceStalled(m, from, stalled)
+			return
+		}
 		r.bounce(m, from, err.Error())
 	}
 }
@@ -361,7 +391,7 @@ func (r *Router) bounce(m *Message, from *Link, why string) {
 	// child's message to dst would have gone through us.
 	d := r.deadMessage(m.ReplyTo, m.Dst, why)
 	d.Dst = m.Src
-	if err := from.send(d); err != nil {
+	if err := from.send(context.Background(), d, from); err != nil {
 		r.log.Debug("bounce failed", zap.Error(err))
 	}
 }
@@ -468,8 +498,9 @@ func (r *Router) Parent() *Link {
 }
 
 func (r *Router) start(l *Link) {
-	r.wg.Add(1)
+	r.wg.Add(2)
 	go r.readLoop(l)
+	go r.writeLoop(l)
 	if l.toParent { // a child's streams are refused by yamux (refuseOpen)
 		r.wg.Add(1)
 		go r.acceptLoop(l)
@@ -517,8 +548,11 @@ func (r *Router) readLoop(l *Link) {
 	case more > 0:
 		r.log.Warn("refusals not logged", zap.String("link", l.name), zap.Int("more_refused", more))
 	}
-	l.close(err)
+	// Fail the link's waiters before shutting its session, which waits
+	// for the transport: a stopped child exits only when killed.
+	l.kill(err)
 	r.linkLost(l)
+	l.close(nil)
 }
 
 func (r *Router) acceptLoop(l *Link) {

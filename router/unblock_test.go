@@ -150,7 +150,7 @@ func TestDeadLinkErrorsAreLinkDown(t *testing.T) {
 		t.Errorf("circuit on a shut-down session: %v, want ErrLinkDown", err)
 	}
 	parent.close(nil)
-	if err := parent.send(&Message{Dst: 1}); !errors.Is(err, ErrLinkDown) || !strings.Contains(err.Error(), "link to child closed") {
+	if err := parent.send(context.Background(), &Message{Dst: 1}, nil); !errors.Is(err, ErrLinkDown) || !strings.Contains(err.Error(), "link to child closed") {
 		t.Errorf("message on a closed link: %v, want ErrLinkDown saying why", err)
 	}
 }

@@ -1,6 +1,7 @@
 package router
 
 import (
+	"context"
 	"errors"
 
 	"github.com/hashicorp/yamux"
@@ -23,7 +24,7 @@ func (r *Router) UnsafeSendUpward(m *Message) error {
 	if p == nil {
 		return errNoParent
 	}
-	return p.send(m)
+	return p.send(context.Background(), m, nil)
 }
 
 // UnsafeOpenUpward opens a circuit toward the parent, which only a parent

@@ -66,6 +66,7 @@ var kinds = []struct {
 	{"host_key", errkind.ErrHostKey},
 	{"too_large", errkind.ErrTooLarge},
 	{"disconnected", errkind.ErrDisconnected},
+	{"stalled", errkind.ErrStalled},
 }
 
 // RemoteError is an error raised on an agent, as it crosses the wire.

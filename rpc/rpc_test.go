@@ -33,6 +33,7 @@ var wireNames = []wireName{
 	{"host_key", errkind.ErrHostKey},
 	{"too_large", errkind.ErrTooLarge},
 	{"disconnected", errkind.ErrDisconnected},
+	{"stalled", errkind.ErrStalled},
 }
 
 // localOnly are the kinds that never cross the wire by name: every
