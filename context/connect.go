@@ -104,7 +104,8 @@ func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []by
 		return nil, errkind.In(name, "", c.sendError(err))
 	}
 	var hello bootstrap.Hello
-	args := &connect.StartArgs{ID: id, Name: name, Kind: rc.Kind(), Options: opts, Agents: agents}
+	args := &connect.StartArgs{ID: id, Name: name, Kind: rc.Kind(), Options: opts, Agents: agents,
+		StallTimeout: int64(ctl.opts.Router.StallTimeout)}
 	var err error
 	if helper == nil {
 		err = c.Call(ctx, connect.MethodStart, args, &hello)

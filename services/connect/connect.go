@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
@@ -48,6 +49,10 @@ type StartArgs struct {
 	// for every platform; the controller lends their bytes on the call's
 	// circuit (connectors.AgentLender) if the target needs one.
 	Agents []bootstrap.Manifest `msgpack:"agents,omitempty"`
+	// StallTimeout, when not 0, is the controller's
+	// router.Options.StallTimeout (nanoseconds, negative: never), for the
+	// link to the new child in place of this agent's default.
+	StallTimeout int64 `msgpack:"stall,omitempty"`
 }
 
 // CloseArgs are connect.Close's arguments.
@@ -123,6 +128,9 @@ func (s *Service) start(ctx context.Context, call *rpc.Call) (any, error) {
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("link %s: %w", a.Name, err)
+	}
+	if a.StallTimeout != 0 {
+		link.SetStallTimeout(time.Duration(a.StallTimeout))
 	}
 	s.mu.Lock()
 	s.children[a.ID] = conn
