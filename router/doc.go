@@ -79,11 +79,11 @@
 //     well) while its transport took not a byte for Options.StallTimeout
 //     (default DefaultStallTimeout, 30 s; negative: never; the controller
 //     passes its value to every agent that connects a child, and
-//     Link.SetStallTimeout sets it per link) is declared dead: its routes
-//     are withdrawn as for any lost link (del_route), and every call
-//     waiting on its subtree fails at once as disconnected, naming the
-//     link ("link to <child> lost: not draining: its transport took
-//     nothing for 30s …"). A healthy child reads its transport all the
+//     Link.SetStallTimeout sets it per link) is declared dead, in one
+//     warning ("disconnected"): its routes are withdrawn as for any lost
+//     link (del_route), and every call waiting on its subtree fails at
+//     once as disconnected, naming the link ("link to <child> lost: not
+//     draining: its transport took nothing for 30s …"). A healthy child reads its transport all the
 //     time (yamux's flow control is per stream, so a slow circuit reader
 //     does not stop it), and writes to the transport go in pieces of at
 //     most progressChunk, so a slow but moving link is never taken for a

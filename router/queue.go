@@ -188,7 +188,12 @@ func (r *Router) writeLoop(l *Link) {
 					zap.String("link", l.name), zap.Int("records", dropped))
 			}
 			if err != nil {
-				l.kill(fmt.Errorf("write to its bus: %w", l.deadErr(err)))
+				// A session that has ended unblocks the read loop, which
+				// says why the link died (the transport's end, a peer past
+				// a limit); a bus that fails on a live session is ours.
+				if !l.sess.IsClosed() {
+					l.kill(fmt.Errorf("write to its bus: %w", l.deadErr(err)))
+				}
 				return
 			}
 		}

@@ -548,6 +548,13 @@ func (r *Router) readLoop(l *Link) {
 	case more > 0:
 		r.log.Warn("refusals not logged", zap.String("link", l.name), zap.Int("more_refused", more))
 	}
+	// The stall watch marks the link dead itself, at once (its senders
+	// fail, its streams unblock, even while this loop is held up); the
+	// warning is said here, once.
+	var stalled *stallError
+	if errors.As(l.Err(), &stalled) {
+		r.log.Warn("disconnected", zap.String("link", l.name), zap.String("why", stalled.why))
+	}
 	// Fail the link's waiters before shutting its session, which waits
 	// for the transport: a stopped child exits only when killed.
 	l.kill(err)

@@ -276,8 +276,9 @@ func TestStalledDirectChildHoldsOnlyItsCallers(t *testing.T) {
 // waiting for it is declared dead: the call waiting on it fails as a lost
 // route naming why, and its parent keeps answering.
 func TestStallBoundDeclaresLinkDead(t *testing.T) {
+	log, logs := observed()
 	ctl := newRouter(t, 0, router.Options{})
-	r1 := newRouter(t, 1, router.Options{})
+	r1 := newRouter(t, 1, router.Options{Logger: log})
 	r2 := newRouter(t, 2, router.Options{})
 	link(t, ctl, ctl, r1, "c1")
 	stalled, l := linkGated(t, ctl, r1, r2, "c2")
@@ -305,6 +306,9 @@ func TestStallBoundDeclaresLinkDead(t *testing.T) {
 	}
 	if loss := recv(t, lost, "route loss"); len(loss.IDs) != 1 || loss.IDs[0] != 2 {
 		t.Fatalf("route loss %+v, want id 2", loss)
+	}
+	if w := warnings(logs, "disconnected", "c2"); len(w) != 1 || !strings.HasPrefix(w[0].ContextMap()["why"].(string), "not draining") {
+		t.Fatalf("warnings about the stalled link: %v, want one \"disconnected\" saying it was not draining", w)
 	}
 	if m := ping(t, ctl, 1); m.Flags&router.FlagDead != 0 {
 		t.Fatalf("ping the stalled child's parent: dead: %s", m.Data)

@@ -83,9 +83,14 @@ func (w *stallWatch) check() {
 	if queued > 0 {
 		waiting = fmt.Sprintf(", %s of messages waiting", sizeText(queued))
 	}
-	l.kill(fmt.Errorf("not draining: its transport took nothing for %v%s (the stall bound, Options.StallTimeout)",
-		d, waiting))
+	l.kill(&stallError{fmt.Sprintf("not draining: its transport took nothing for %v%s (the stall bound, Options.StallTimeout)",
+		d, waiting)})
 }
+
+// stallError is why a link was declared dead by its stall watch.
+type stallError struct{ why string }
+
+func (e *stallError) Error() string { return e.why }
 
 // stop stops the timer for good (the writer has exited).
 func (w *stallWatch) stop() {
