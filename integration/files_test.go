@@ -202,7 +202,7 @@ func TestFilesPutGetSizesSSH(t *testing.T) {
 	t.Parallel()
 	tg := newTarget(t, "/bin/sh")
 	_, cx := mustConnect(t, tg, tg.opts())
-	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 100*time.Second)
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 5*time.Minute)
 	defer cancel()
 	dir := filepath.Join(tg.u.Home, "files")
 	sizes := []int64{0, 1, fs.InlineLimit - 1, fs.InlineLimit, fs.InlineLimit + 1, 300 << 20}
