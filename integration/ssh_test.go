@@ -142,21 +142,24 @@ func TestSSHLoginShells(t *testing.T) {
 }
 
 // Login scripts that print (even a fake hello) do not break the start and
-// never reach a command's output.
+// never reach a command's output. Each case names the file its shell
+// reads for a command over SSH (sshd runs `shell -c cmd`, not a login
+// shell): its noise must reach the session, or the test proves nothing.
 func TestSSHLoginNoise(t *testing.T) {
 	t.Parallel()
 	const noise = "NOISE from %s: SPINDLE-HELLO 0000 {\"proto\":1} motd-like text"
 	cases := []struct {
 		shell string
 		files map[string]string
+		reads string // which of files the shell reads: its noise must reach the session
 	}{
 		{"/bin/bash", map[string]string{
 			".bashrc":  fmt.Sprintf("echo '%s'; echo 'bashrc stderr' >&2\n", fmt.Sprintf(noise, ".bashrc")),
 			".profile": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".profile")),
-		}},
-		{"/usr/bin/zsh", map[string]string{".zshenv": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".zshenv"))}},
-		{"/usr/bin/fish", map[string]string{".config/fish/config.fish": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, "config.fish"))}},
-		{"/usr/bin/tcsh", map[string]string{".cshrc": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".cshrc"))}},
+		}, ".bashrc"},
+		{"/usr/bin/zsh", map[string]string{".zshenv": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".zshenv"))}, ".zshenv"},
+		{"/usr/bin/fish", map[string]string{".config/fish/config.fish": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, "config.fish"))}, "config.fish"},
+		{"/usr/bin/tcsh", map[string]string{".cshrc": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".cshrc"))}, ".cshrc"},
 	}
 	for _, tc := range cases {
 		t.Run(filepath.Base(tc.shell), func(t *testing.T) {
@@ -167,13 +170,20 @@ func TestSSHLoginNoise(t *testing.T) {
 			for name, content := range tc.files {
 				tg.u.WriteFile(t, name, content, 0o644)
 			}
-			for i, what := range []string{"first contact", "cached contact"} {
+			want := fmt.Sprintf(noise, tc.reads)
+			for _, what := range []string{"first contact", "cached contact"} {
 				ctl, cx := mustConnect(t, tg, tg.opts())
 				if out := run(t, cx, "echo", "ok"); out != "ok\n" {
 					t.Fatalf("%s: echo ok: %q", what, out)
 				}
-				if i == 0 && !strings.Contains(logText(tg.logs), "NOISE") {
-					t.Logf("%s: the skipped noise was not logged at debug level:\n%s", what, logText(tg.logs))
+				// The start skipped the noise (logged at debug): proof
+				// that the login script printed into this session.
+				var skipped []string
+				for _, e := range tg.logs.FilterMessage("skipped output before hello").All() {
+					skipped = append(skipped, fmt.Sprint(e.ContextMap()["line"]))
+				}
+				if !slices.Contains(skipped, want) {
+					t.Fatalf("%s: %s's noise did not reach the session: the start skipped %q\n%s", what, tc.reads, skipped, logText(tg.logs))
 				}
 				ctl.Close()
 			}
