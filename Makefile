@@ -65,7 +65,7 @@ lint:
 # same way); -short drops its two multi-gigabyte transfers (upstream's
 # own switch for them), and TestHalfCloseSessionShutdown fails about one
 # run in four upstream (a reset in its shutdown race). The project's
-# recvQueue tests run under -race too.
+# own tests (recvqueue_test.go, flood_spindle_test.go) run under -race.
 YAMUX_SKIP := ^TestHalfCloseSessionShutdown$$
 # xcrypto: ssh/test's recorded sessions compare every byte with a
 # recording made with upstream's 2 MiB channel window, and the copy's is
@@ -77,7 +77,7 @@ XCRYPTO_SLOW := ^(TestParseEncryptedPrivateKeysWithPassphrase|TestParseEncrypted
 unit: build lint
 	SPINDLE_AGENT=$(CURDIR)/bin/spindle-agent $(GO) test -race -count=1 -timeout 15m ./...
 	cd third_party/yamux && $(GO) test -count=1 -short -skip '$(YAMUX_SKIP)' .
-	cd third_party/yamux && $(GO) test -race -count=1 -run '^TestRecvQueue' .
+	cd third_party/yamux && $(GO) test -race -count=1 -run '^(TestRecvQueue|TestSpindle)' .
 	cd third_party/xcrypto && $(GO) test -race -count=1 -skip '$(XCRYPTO_RECORDINGS)|$(XCRYPTO_SLOW)' ./...
 	cd third_party/xcrypto && $(GO) test -count=1 -run '$(XCRYPTO_SLOW)' ./ssh
 
