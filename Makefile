@@ -45,18 +45,41 @@ build: agents
 test-deps:
 	@scripts/test-deps.sh
 
+# gofmt: every Go file but one of upstream x/crypto's, kept as upstream
+# wrote it (third_party/xcrypto/README.spindle.md).
 lint:
-	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@out=$$(gofmt -l $$(git ls-files '*.go' ':!third_party/xcrypto/ssh/testdata/keys.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	cd third_party/yamux && $(GO) vet .
 	cd third_party/xcrypto && $(GO) vet ./...
 
 # third_party/yamux and third_party/xcrypto are modules of their own
 # (patched copies, see their README.spindle.md): ./... does not reach them.
+# They carry upstream's own tests, from the module cache at the copies'
+# versions, beside the project's; each test skipped here by name is listed,
+# with why, in the copy's README.spindle.md.
+#
+# yamux: upstream's suite runs without the race detector: its sessions
+# send keepalives every 100 ms with a 250 ms write timeout, which a busy
+# 2-core machine under -race misses (unmodified upstream fails there the
+# same way); -short drops its two multi-gigabyte transfers (upstream's
+# own switch for them), and TestHalfCloseSessionShutdown fails about one
+# run in four upstream (a reset in its shutdown race). The project's
+# own tests (recvqueue_test.go, flood_spindle_test.go) run under -race.
+YAMUX_SKIP := ^TestHalfCloseSessionShutdown$$
+# xcrypto: ssh/test's recorded sessions compare every byte with a
+# recording made with upstream's 2 MiB channel window, and the copy's is
+# 4 MiB (they pass with upstream's window). Four private-key tests spend
+# minutes in bcrypt under -race (code the copy does not change): they run
+# without it.
+XCRYPTO_RECORDINGS := ^(TestRunCommandSuccess|TestRunCommandStdin|TestRunCommandStdinError|TestRunCommandFailed|TestWindowChange|TestServerKeyExchanges|TestServerCiphers|TestServerMACs)$$
+XCRYPTO_SLOW := ^(TestParseEncryptedPrivateKeysWithPassphrase|TestParseEncryptedPrivateKeysWithUnsupportedCiphers|TestParseEncryptedPrivateKeysWithIncorrectPassphrase|TestMarshalPrivateKeyWithPassphrase)$$
 unit: build lint
 	SPINDLE_AGENT=$(CURDIR)/bin/spindle-agent $(GO) test -race -count=1 -timeout 15m ./...
-	cd third_party/yamux && $(GO) test -race -count=1 .
-	cd third_party/xcrypto && $(GO) test -race -count=1 ./ssh
+	cd third_party/yamux && $(GO) test -count=1 -short -skip '$(YAMUX_SKIP)' .
+	cd third_party/yamux && $(GO) test -race -count=1 -run '^(TestRecvQueue|TestSpindle)' .
+	cd third_party/xcrypto && $(GO) test -race -count=1 -skip '$(XCRYPTO_RECORDINGS)|$(XCRYPTO_SLOW)' ./...
+	cd third_party/xcrypto && $(GO) test -count=1 -run '$(XCRYPTO_SLOW)' ./ssh
 
 test: test-deps unit
 

@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-rpc/spindle"
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/rpc"
 	spexec "github.com/spindle-rpc/spindle/services/exec"
@@ -40,7 +41,7 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-const depsHint = "install it with scripts/test-deps.sh (apt-get install zsh fish tcsh busybox)"
+const depsHint = "run scripts/test-deps.sh as root, which installs it"
 
 // loginShell is how a session's login shell would run the command string.
 type loginShell struct {
@@ -62,7 +63,7 @@ func need(t *testing.T, prog string) string {
 	t.Helper()
 	p, err := exec.LookPath(prog)
 	if err != nil {
-		t.Skipf("!!! SKIPPED: %s is not installed: %s", prog, depsHint)
+		testkit.Unavailable(t, prog+" is not installed: "+depsHint)
 	}
 	return p
 }
@@ -345,11 +346,7 @@ func onlyOnPath(t *testing.T, tg *target, progs ...string) {
 	t.Helper()
 	bin := t.TempDir()
 	for _, p := range progs {
-		full, err := exec.LookPath(p)
-		if err != nil {
-			t.Skipf("no %s", p)
-		}
-		if err := os.Symlink(full, filepath.Join(bin, p)); err != nil {
+		if err := os.Symlink(need(t, p), filepath.Join(bin, p)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -377,7 +374,7 @@ func TestWarmStartNeedsNoWc(t *testing.T) { warmWithOnly(t, "sh", "uname") }
 // process but the agent: with nothing but sh on PATH it still starts.
 func TestWarmStartForksNothing(t *testing.T) {
 	if _, err := os.Stat("/proc/sys/kernel/arch"); err != nil {
-		t.Skipf("!!! SKIPPED: this kernel has no /proc/sys/kernel/arch (Linux 6.1+): %v", err)
+		testkit.Unavailable(t, fmt.Sprintf("this kernel has no /proc/sys/kernel/arch (Linux 6.1+, as Debian 12's): %v", err))
 	}
 	warmWithOnly(t, "sh")
 }
@@ -435,11 +432,9 @@ func TestRawUpload(t *testing.T) {
 	tg := newTarget(t)
 	bin := t.TempDir()
 	for _, p := range []string{"sh", "id", "uname", "mkdir", "chmod", "rm", "head", "wc", "mv"} {
-		full, err := exec.LookPath(p)
-		if err != nil {
-			t.Skipf("no %s", p)
+		if err := os.Symlink(need(t, p), filepath.Join(bin, p)); err != nil {
+			t.Fatal(err)
 		}
-		os.Symlink(full, filepath.Join(bin, p))
 	}
 	tg.path = bin
 	c := &connector{tg: tg, sh: loginShells[0], src: bootstrap.Default()}
@@ -1013,7 +1008,7 @@ func TestArgsSHA256(t *testing.T) {
 func TestWireSize(t *testing.T) {
 	gzs, _ := filepath.Glob("agents/spindle-agent-*.gz")
 	if len(gzs) == 0 {
-		t.Skip("!!! SKIPPED: no embedded agents: run `make build`")
+		testkit.Unavailable(t, "no embedded agents in bootstrap/agents: run `make build` (make test does)")
 	}
 	for _, p := range gzs {
 		gz, err := os.ReadFile(p)
@@ -1080,9 +1075,9 @@ func BenchmarkSelfCheck(b *testing.B) {
 
 func TestSaltedSourceChangesTheHashOnly(t *testing.T) {
 	base := bootstrap.Default()
-	plain, err := base.Agent(runtime.GOOS, runtime.GOARCH)
+	plain, err := base.Agent(runtime.GOOS, runtime.GOARCH) // TestMain built it
 	if err != nil {
-		t.Skip(err)
+		t.Fatal(err)
 	}
 	s := bootstrap.Salted(base)
 	a, err := s.Agent(runtime.GOOS, runtime.GOARCH)

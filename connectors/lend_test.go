@@ -13,6 +13,8 @@ import (
 
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
+	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
+	"github.com/spindle-rpc/spindle/internal/wire"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -155,26 +157,83 @@ func TestAgentLenderRefuses(t *testing.T) {
 	}
 }
 
+// lenderAllocs bounds what serving one agent allocates, whatever it
+// sends: at most five request frames are read (four answered, the fifth
+// refused), each of at most 1 KiB, and each answer is an error of a few
+// hundred bytes, marshalled and collected by the agent's end; the
+// msgpack decoders add a few kilobytes. Nothing depends on how much the
+// agent sends.
+var lenderAllocs = allocs.Bound{Base: 32 << 10}
+
 // FuzzAgentLender: whatever an agent writes, the lender neither panics
-// nor hangs, and reads at most its bound per request.
+// nor hangs; it answers each well-formed request frame in order, at most
+// four, stops at the first frame that is not one, writes nothing but
+// whole reply frames (here errors: it has no agent to lend), and
+// allocates within lenderAllocs.
 func FuzzAgentLender(f *testing.F) {
+	request := []byte{0, 0, 0, 21, 0x82, 0xa2, 'o', 's', 0xa5, 'l', 'i', 'n', 'u', 'x', 0xa4, 'a', 'r', 'c', 'h', 0xa5, 'a', 'r', 'm', '6', '4'}
 	f.Add([]byte{0, 0, 0, 1, 0xc0})
 	f.Add([]byte{0, 0, 0, 5, 0xdd, 0x0f, 0xff, 0xff, 0xff})
-	f.Add([]byte{0, 0, 0, 21, 0x82, 0xa2, 'o', 's', 0xa5, 'l', 'i', 'n', 'u', 'x', 0xa4, 'a', 'r', 'c', 'h', 0xa5, 'a', 'r', 'm', '6', '4'})
+	f.Add(request)
+	f.Add(bytes.Repeat(request, 6))
+	f.Add(append(bytes.Repeat(request, 2), 0, 0, 4, 1))
 	src := bootstrap.FromFile(filepath.Join(f.TempDir(), "missing"), "linux", "arm64")
 	f.Fuzz(func(t *testing.T, in []byte) {
-		ours, theirs := net.Pipe()
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			(&connectors.AgentLender{Agents: src}).Serve(theirs)
-			theirs.Close()
-		}()
-		go func() {
-			ours.Write(in)
-			ours.Close() // the agent is gone: the lender must end
-		}()
-		io.Copy(io.Discard, ours)
-		<-done
+		// The agent's end: what it sent, then EOF (it is gone: the lender
+		// must end), and what the lender answered.
+		conn := &agentEnd{r: bytes.NewReader(in)}
+		allocs.Within(t, lenderAllocs, len(in), "Serve", func() { (&connectors.AgentLender{Agents: src}).Serve(conn) })
+		replies := 0
+		for b := conn.w.Bytes(); len(b) > 0; replies++ {
+			if len(b) < 4 || len(b)-4 < int(binary.BigEndian.Uint32(b)) {
+				t.Fatalf("a cut reply frame: % x", b)
+			}
+			n := binary.BigEndian.Uint32(b)
+			var r struct {
+				Err string `msgpack:"err"`
+				Gz  []byte `msgpack:"gz"`
+			}
+			if err := wire.Unmarshal(b[4:4+n], &r); err != nil || r.Err == "" || len(r.Gz) != 0 {
+				t.Fatalf("reply %d: %+v, %v; want an error and no agent", replies, r, err)
+			}
+			b = b[4+n:]
+		}
+		if want := wellFormedRequests(in); replies != want {
+			t.Fatalf("%d replies to % x, want %d", replies, in, want)
+		}
 	})
+}
+
+// agentEnd is the agent's end of a lending circuit, in memory: reads
+// return r's bytes, then EOF; writes collect in w.
+type agentEnd struct {
+	net.Conn // the methods the lender does not use
+	r        *bytes.Reader
+	w        bytes.Buffer
+}
+
+func (a *agentEnd) Read(b []byte) (int, error)  { return a.r.Read(b) }
+func (a *agentEnd) Write(b []byte) (int, error) { return a.w.Write(b) }
+func (a *agentEnd) Close() error                { return nil }
+
+// wellFormedRequests counts the lending requests at the start of in that
+// a lender answers: whole frames of at most 1 KiB, each a msgpack map
+// (os, arch), four at most.
+func wellFormedRequests(in []byte) int {
+	n := 0
+	for ; n < 4 && len(in) >= 4; n++ {
+		size := binary.BigEndian.Uint32(in)
+		if size > 1<<10 || uint64(len(in)-4) < uint64(size) {
+			break
+		}
+		var req struct {
+			OS   string `msgpack:"os"`
+			Arch string `msgpack:"arch"`
+		}
+		if wire.Unmarshal(in[4:4+size], &req) != nil {
+			break
+		}
+		in = in[4+size:]
+	}
+	return n
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors/docker"
 	"github.com/spindle-rpc/spindle/connectors/local"
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/internal/testkit/containertest"
 	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"github.com/spindle-rpc/spindle/services/sys"
@@ -32,6 +33,16 @@ func (m armAsAmd64) Agent(goos, goarch string) (*bootstrap.Binary, error) {
 	return m.plain.Agent(goos, goarch)
 }
 
+// needAmd64 ends t on a machine that is not linux/amd64: the test passes
+// this machine's agent off as linux/arm64, which proves nothing on an
+// arm64 machine and cannot run on any other.
+func needAmd64(t *testing.T) {
+	t.Helper()
+	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
+		testkit.Impossible(t, "the test passes this machine's agent off as linux/arm64, so it needs a linux/amd64 machine, not "+runtime.GOOS+"/"+runtime.GOARCH)
+	}
+}
+
 // passAsAarch64 is the environment setting that makes a target of this
 // platform ask for the linux/arm64 agent.
 const passAsAarch64 = bootstrap.PlatformEnv + "=Linux/aarch64"
@@ -41,9 +52,7 @@ const passAsAarch64 = bootstrap.PlatformEnv + "=Linux/aarch64"
 // controller, through the hop's helper, once; a later hop that needs it
 // again is served from the agent's RAM.
 func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("the test passes its own agent off as linux/arm64: needs a linux/amd64 machine")
-	}
+	needAmd64(t)
 	t.Parallel()
 	first := newTarget(t, "/bin/sh")
 	// The second host says it is an aarch64 machine.
@@ -107,9 +116,7 @@ func TestSSHHopAgentForAnotherPlatform(t *testing.T) {
 // controller, lent on the start's circuit, once; a second hop there is
 // served from the parent agent's RAM.
 func TestContainerHopAgentForAnotherPlatform(t *testing.T) {
-	if runtime.GOOS != "linux" || runtime.GOARCH != "amd64" {
-		t.Skip("the test passes its own agent off as linux/arm64: needs a linux/amd64 machine")
-	}
+	needAmd64(t)
 	t.Parallel()
 	c := containertest.RunWith(t, containertest.DebianImage, "-e", passAsAarch64)
 

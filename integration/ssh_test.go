@@ -8,6 +8,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"time"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors/ssh"
 	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"github.com/spindle-rpc/spindle/services/exec"
@@ -142,21 +144,24 @@ func TestSSHLoginShells(t *testing.T) {
 }
 
 // Login scripts that print (even a fake hello) do not break the start and
-// never reach a command's output.
+// never reach a command's output. Each case names the file its shell
+// reads for a command over SSH (sshd runs `shell -c cmd`, not a login
+// shell): its noise must reach the session, or the test proves nothing.
 func TestSSHLoginNoise(t *testing.T) {
 	t.Parallel()
 	const noise = "NOISE from %s: SPINDLE-HELLO 0000 {\"proto\":1} motd-like text"
 	cases := []struct {
 		shell string
 		files map[string]string
+		reads string // which of files the shell reads: its noise must reach the session
 	}{
 		{"/bin/bash", map[string]string{
 			".bashrc":  fmt.Sprintf("echo '%s'; echo 'bashrc stderr' >&2\n", fmt.Sprintf(noise, ".bashrc")),
 			".profile": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".profile")),
-		}},
-		{"/usr/bin/zsh", map[string]string{".zshenv": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".zshenv"))}},
-		{"/usr/bin/fish", map[string]string{".config/fish/config.fish": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, "config.fish"))}},
-		{"/usr/bin/tcsh", map[string]string{".cshrc": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".cshrc"))}},
+		}, ".bashrc"},
+		{"/usr/bin/zsh", map[string]string{".zshenv": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".zshenv"))}, ".zshenv"},
+		{"/usr/bin/fish", map[string]string{".config/fish/config.fish": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, "config.fish"))}, "config.fish"},
+		{"/usr/bin/tcsh", map[string]string{".cshrc": fmt.Sprintf("echo '%s'\n", fmt.Sprintf(noise, ".cshrc"))}, ".cshrc"},
 	}
 	for _, tc := range cases {
 		t.Run(filepath.Base(tc.shell), func(t *testing.T) {
@@ -167,13 +172,20 @@ func TestSSHLoginNoise(t *testing.T) {
 			for name, content := range tc.files {
 				tg.u.WriteFile(t, name, content, 0o644)
 			}
-			for i, what := range []string{"first contact", "cached contact"} {
+			want := fmt.Sprintf(noise, tc.reads)
+			for _, what := range []string{"first contact", "cached contact"} {
 				ctl, cx := mustConnect(t, tg, tg.opts())
 				if out := run(t, cx, "echo", "ok"); out != "ok\n" {
 					t.Fatalf("%s: echo ok: %q", what, out)
 				}
-				if i == 0 && !strings.Contains(logText(tg.logs), "NOISE") {
-					t.Logf("%s: the skipped noise was not logged at debug level:\n%s", what, logText(tg.logs))
+				// The start skipped the noise (logged at debug): proof
+				// that the login script printed into this session.
+				var skipped []string
+				for _, e := range tg.logs.FilterMessage("skipped output before hello").All() {
+					skipped = append(skipped, fmt.Sprint(e.ContextMap()["line"]))
+				}
+				if !slices.Contains(skipped, want) {
+					t.Fatalf("%s: %s's noise did not reach the session: the start skipped %q\n%s", what, tc.reads, skipped, logText(tg.logs))
 				}
 				ctl.Close()
 			}
@@ -557,56 +569,47 @@ func TestSSHNetworkBlackholed(t *testing.T) {
 	}
 }
 
-// Over a slow link the cached contact stays cheap: it must not cost the
-// transfer, and both contacts work.
-func TestSSHLatency(t *testing.T) {
+// Over a slow link both contacts work, and the cached contact is cheap in
+// what it sends: the first contact carries the agent, the cached one must
+// not. The bytes are counted at the latency proxy, so the assertion holds
+// whatever the machine's speed; how long the contacts take is measured by
+// the bench rows ssh_connect_cached_10ms and ssh_connect_cold_10ms.
+func TestSSHLatencyCachedContactSendsNoAgent(t *testing.T) {
 	t.Parallel()
 	const oneWay = 25 * time.Millisecond
 	tg := newTarget(t, "/bin/sh")
-	addr := sshtest.Proxy(t, tg.s.Addr(), oneWay)
-	host, portS, _ := strings.Cut(addr, ":")
-	port, _ := strconv.Atoi(portS)
+	p := sshtest.StartProxy(t, tg.s.Addr(), oneWay)
+	host, portS, _ := strings.Cut(p.Addr(), ":")
 	kh := filepath.Join(sshtest.TempDir(t, "kh-"), "known_hosts")
 	line := strings.Replace(tg.s.HostKeyLine(t), tg.s.KnownHostsName(), "["+host+"]:"+portS, 1)
 	os.WriteFile(kh, []byte(line+"\n"), 0o600)
 	o := tg.opts()
-	o.Port, o.KnownHostsFiles = port, []string{kh}
+	o.Port, o.KnownHostsFiles = p.Port(), []string{kh}
 
-	var took [2]time.Duration
-	for i := range took {
-		start := time.Now()
+	var sent [2]int64
+	for i := range sent {
+		before, _ := p.Forwarded()
 		ctl, cx := mustConnect(t, tg, o)
-		took[i] = time.Since(start)
-		start = time.Now()
 		run(t, cx, "true")
-		t.Logf("contact %d: connect %v, one exec %v (rtt %v)", i+1, took[i], time.Since(start), 2*oneWay)
+		after, _ := p.Forwarded()
+		sent[i] = after - before
+		t.Logf("contact %d sent %d bytes", i+1, sent[i])
 		pid := cx.Hello().PID
 		ctl.Close()
 		waitGone(t, pid)
 	}
-	if took[1] >= took[0] {
-		t.Errorf("cached contact (%v) not faster than first contact (%v)", took[1], took[0])
+	// The agent travels compressed (gzip or zstd), at about a third of its
+	// size; what a contact sends besides it (SSH's handshake, the first
+	// stage, the hello) is some kilobytes.
+	agent, err := bootstrap.Default().Agent(runtime.GOOS, runtime.GOARCH)
+	if err != nil {
+		t.Fatalf("the agent binary: %v", err)
 	}
-	// The round-trip budget of a cached contact is SSH auth + 1 round
-	// trip: compare with OpenSSH's client running `true` over the same
-	// proxy (best of 3), allowing 2 round trips and scheduling slack.
-	if _, err := osexec.LookPath("ssh"); err != nil {
-		t.Logf("no OpenSSH client: baseline skipped")
-		return
+	if least := int64(agent.Size) / 8; sent[0] < least {
+		t.Errorf("the first contact sent %d bytes: less than an eighth of the agent's %d, so it did not carry it", sent[0], agent.Size)
 	}
-	base := time.Hour
-	for i := 0; i < 3; i++ {
-		start := time.Now()
-		out, err := osexec.Command("ssh", "-F", "none", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
-			"-o", "UserKnownHostsFile="+kh, "-i", tg.key.Path, "-p", portS, tg.u.Name+"@"+host, "true").CombinedOutput()
-		if err != nil {
-			t.Fatalf("ssh true: %v\n%s", err, out)
-		}
-		base = min(base, time.Since(start))
-	}
-	t.Logf("OpenSSH `ssh true` over the same link: %v; Spindle cached contact: %v", base, took[1])
-	if limit := base + 4*oneWay + 250*time.Millisecond; took[1] > limit {
-		t.Errorf("cached contact took %v: more than OpenSSH's %v + 2 round trips + slack (%v)", took[1], base, limit)
+	if most := int64(64 << 10); sent[1] > most {
+		t.Errorf("the cached contact sent %d bytes, more than %d: it carried (part of) the agent again", sent[1], most)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"testing"
 
+	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
 	"github.com/spindle-rpc/spindle/router"
 )
 
@@ -24,11 +25,29 @@ func frameSeeds(f *testing.F) {
 	}
 }
 
+// FuzzReadFrame: whatever the bytes, reading frames from them ends in
+// EOF, a cut-short frame or one over the limit, never hands back more than
+// the limit, and allocates no more than readFrameAllocs.
 func FuzzReadFrame(f *testing.F) {
 	frameSeeds(f)
 	const max = 1 << 20
+	// The frames read whole allocate what the input carries: a frame of
+	// 4+n bytes takes a header slot of at most 16 bytes and a body of n
+	// rounded up to its size class, at most 8 bytes per input byte. The
+	// one frame cut short may allocate its announced length, which the
+	// limit caps; an error's text is small (1 KiB). A length over the
+	// limit allocates nothing.
+	bound := allocs.Bound{Base: max + 1<<10, PerByte: 8}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r := bytes.NewReader(b)
+		allocs.Within(t, bound, len(b), "reading frames", func() {
+			for {
+				if _, err := router.ReadFrame(r, nil, max); err != nil {
+					return
+				}
+			}
+		})
+		r.Reset(b)
 		for {
 			body, err := router.ReadFrame(r, nil, max)
 			if err != nil {
@@ -47,6 +66,10 @@ func FuzzReadFrame(f *testing.F) {
 	})
 }
 
+// FuzzMessageUnmarshal: whatever the bytes, Unmarshal fails with
+// ErrMalformed or decodes a message that re-encodes canonically to the
+// same fields, and allocates at most an error's text: Data aliases the
+// input.
 func FuzzMessageUnmarshal(f *testing.F) {
 	frameSeeds(f)
 	for _, m := range []*router.Message{
@@ -58,7 +81,9 @@ func FuzzMessageUnmarshal(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var m router.Message
-		if err := m.Unmarshal(b); err != nil {
+		var err error
+		allocs.Within(t, allocs.Bound{Base: 1 << 10}, len(b), "Unmarshal", func() { err = m.Unmarshal(b) })
+		if err != nil {
 			if !errors.Is(err, router.ErrMalformed) {
 				t.Fatalf("error %v does not wrap ErrMalformed", err)
 			}

@@ -136,15 +136,18 @@ func TestLookupUser(t *testing.T) {
 		}
 	}
 	must(os.MkdirAll(filepath.Join(dir, "etc"), 0o755))
-	must(os.WriteFile(filepath.Join(dir, "etc", "passwd.real"), []byte(
+	// The container's real user database, under a name of this run that
+	// the host has no file of.
+	dbName := "passwd-" + filepath.Base(filepath.Dir(dir))
+	if _, err := os.Lstat(filepath.Join("/etc", dbName)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the host has an /etc/%s (%v): the symlink check would prove nothing", dbName, err)
+	}
+	must(os.WriteFile(filepath.Join(dir, "etc", dbName), []byte(
 		"root:x:0:0:root:/root:/bin/sh\n# comment\napp:x:1000:1000:App:/home/app:/bin/sh\nbroken:x:a:b::/:\n"), 0o644))
 	// Absolute: resolved in the container's root, this is its
-	// /etc/passwd.real; on the host there is no such file.
-	must(os.Symlink("/etc/passwd.real", filepath.Join(dir, "etc", "passwd")))
+	// /etc/passwd-…; on the host there is no such file.
+	must(os.Symlink(filepath.Join("/etc", dbName), filepath.Join(dir, "etc", "passwd")))
 	must(os.WriteFile(filepath.Join(dir, "etc", "group"), []byte("root:x:0:\nwheel:x:10:app,bob\napp:x:1000:\ndocker:x:999:app\n"), 0o644))
-	if _, err := os.Stat("/etc/passwd.real"); err == nil {
-		t.Skip("the host has an /etc/passwd.real: the symlink check would prove nothing")
-	}
 	root, err := os.OpenFile(dir, os.O_RDONLY, 0)
 	must(err)
 	defer root.Close()

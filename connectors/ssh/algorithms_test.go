@@ -3,7 +3,6 @@ package ssh
 import (
 	"context"
 	"fmt"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -222,9 +221,7 @@ func TestAlgorithmsFromConfig(t *testing.T) {
 		check(t)
 	})
 	t.Run("ssh -G", func(t *testing.T) {
-		if _, err := exec.LookPath("ssh"); err != nil {
-			t.Skip("no ssh client")
-		}
+		needSSHClient(t)
 		check(t)
 	})
 }

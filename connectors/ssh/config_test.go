@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"go.uber.org/zap"
 )
 
@@ -97,9 +98,7 @@ func writeFile(t *testing.T, path, content string) {
 }
 
 func TestResolveWithSSHG(t *testing.T) {
-	if _, err := exec.LookPath("ssh"); err != nil {
-		t.Skip("no ssh client")
-	}
+	needSSHClient(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config")
 	writeFile(t, cfg, "Host web1\n  HostName 10.1.2.3\n  User deploy\n  Port 2200\n  IdentityFile "+dir+"/id_%h_%r\n  IdentitiesOnly yes\n  ServerAliveInterval 9\n")
@@ -230,10 +229,8 @@ func TestSplitTarget(t *testing.T) {
 }
 
 func TestExplicitIdentityDropsDefaults(t *testing.T) {
-	home, err := os.UserHomeDir()
-	if err != nil {
-		t.Skip("no home directory")
-	}
+	home := t.TempDir()
+	t.Setenv("HOME", home)
 	in := []string{home + "/.ssh/id_rsa", "/keys/deploy", "~/.ssh/id_ed25519", home + "/.ssh/custom"}
 	got := withoutDefaultIdentities(in)
 	want := []string{"/keys/deploy", home + "/.ssh/custom"}
@@ -318,18 +315,24 @@ func TestConfigEscapeChar(t *testing.T) {
 	bothParsers(t, check)
 }
 
-// bothParsers runs check with ssh_config read through ssh -G (when an
-// OpenSSH client is installed) and through the fallback parser, naming
-// each.
+// bothParsers runs check with ssh_config read through the fallback parser
+// and through ssh -G, naming each.
 func bothParsers(t *testing.T, check func(how string)) {
 	t.Helper()
-	if _, err := exec.LookPath("ssh"); err == nil {
-		check("ssh -G")
-	} else {
-		t.Log("no OpenSSH client: the fallback parser only")
-	}
 	old := sshBinary
-	sshBinary = ""
 	defer func() { sshBinary = old }()
+	sshBinary = ""
 	check("fallback parser")
+	sshBinary = old
+	needSSHClient(t)
+	check("ssh -G")
+}
+
+// needSSHClient ends t through testkit unless OpenSSH's client is on PATH:
+// the tests that compare with `ssh -G` need it (openssh-client, which
+// scripts/test-deps.sh installs).
+func needSSHClient(t *testing.T) {
+	t.Helper()
+	_, err := exec.LookPath("ssh")
+	testkit.Need(t, err == nil, "no OpenSSH client (ssh) on PATH: apt-get install openssh-client (scripts/test-deps.sh)")
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/connectors"
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	gossh "golang.org/x/crypto/ssh"
@@ -496,8 +497,9 @@ func cachedSalted(t *testing.T, src bootstrap.Source, home, xdg string) []string
 
 func TestStartInProcess(t *testing.T) {
 	isolate(t)
-	if _, err := bootstrap.Default().Agent(runtime.GOOS, runtime.GOARCH); err != nil {
-		t.Skipf("no agent binary in this build: %v", err)
+	// An agent for bootstrap.Default(): $SPINDLE_AGENT, or one built now.
+	if _, err := testagent.Build(); err != nil {
+		t.Fatalf("building the agent: %v", err)
 	}
 	// Salted: an agent no cache on this machine holds (the first stage
 	// also looks in /dev/shm/spindle-$UID, where other tests leave theirs).

@@ -15,6 +15,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -34,6 +35,10 @@ type Proxy struct {
 	holed  bool
 	hole   chan struct{}
 	wg     sync.WaitGroup
+
+	// up and down count the bytes read from clients (for upstream) and
+	// from upstream (for clients), over all connections.
+	up, down atomic.Int64
 }
 
 // Start listens on 127.0.0.1 and forwards each connection to upstream with
@@ -54,6 +59,11 @@ func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 // Port is the proxy's port on 127.0.0.1.
 func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
+
+// Forwarded returns how many bytes the proxy has read from its clients
+// (for upstream) and from upstream (for its clients), over all its
+// connections: what crossed the slow link, whatever the timing.
+func (p *Proxy) Forwarded() (up, down int64) { return p.up.Load(), p.down.Load() }
 
 // Blackhole makes every connection, open or future, drop all bytes in both
 // directions without closing: only keepalives can tell.
@@ -126,8 +136,8 @@ func (p *Proxy) serve() {
 			setNoDelay(u)
 			var wg sync.WaitGroup
 			wg.Add(2)
-			go func() { defer wg.Done(); p.pipe(u, c) }()
-			go func() { defer wg.Done(); p.pipe(c, u) }()
+			go func() { defer wg.Done(); p.pipe(u, c, &p.up) }()
+			go func() { defer wg.Done(); p.pipe(c, u, &p.down) }()
 			wg.Wait()
 		}()
 	}
@@ -138,10 +148,10 @@ type chunk struct {
 	data []byte
 }
 
-// pipe copies src to dst, each chunk delay after it was read; one writer
-// takes chunks from a FIFO, so order is kept. At EOF it half-closes dst; on
-// any error it closes both.
-func (p *Proxy) pipe(dst, src net.Conn) {
+// pipe copies src to dst, each chunk delay after it was read, adding what
+// it reads to count; one writer takes chunks from a FIFO, so order is
+// kept. At EOF it half-closes dst; on any error it closes both.
+func (p *Proxy) pipe(dst, src net.Conn, count *atomic.Int64) {
 	q := make(chan chunk, queueChunks)
 	done := make(chan struct{})
 	go func() {
@@ -176,6 +186,7 @@ func (p *Proxy) pipe(dst, src net.Conn) {
 		buf := make([]byte, 32<<10)
 		n, err := src.Read(buf)
 		if n > 0 {
+			count.Add(int64(n))
 			q <- chunk{due: time.Now().Add(p.delay), data: buf[:n]}
 		}
 		if err != nil {

@@ -102,8 +102,9 @@ func TestDelaysEachDirection(t *testing.T) {
 	}
 }
 
-// Megabytes in flight both ways arrive whole and in order, and a
-// half-close reaches the far end (the echo server then closes).
+// Megabytes in flight both ways arrive whole and in order, a half-close
+// reaches the far end (the echo server then closes), and the proxy counts
+// every byte each way.
 func TestStreamsWholeAndInOrder(t *testing.T) {
 	p := startProxy(t, echoServer(t), time.Millisecond)
 	c, err := net.Dial("tcp", p.Addr())
@@ -130,6 +131,9 @@ func TestStreamsWholeAndInOrder(t *testing.T) {
 	}
 	if !bytes.Equal(got, data) {
 		t.Fatalf("got %d bytes back, want the %d sent, in order", len(got), len(data))
+	}
+	if up, down := p.Forwarded(); up != int64(len(data)) || down != int64(len(data)) {
+		t.Errorf("Forwarded() = %d up, %d down; want %d each way", up, down, len(data))
 	}
 }
 

@@ -2,12 +2,27 @@ package wire_test
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"reflect"
 	"testing"
 
+	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
 	"github.com/spindle-rpc/spindle/internal/wire"
 )
+
+// validateAllocs bounds what Validate allocates: it walks the encoding
+// without decoding it, so only an error's text, whatever the input.
+var validateAllocs = allocs.Bound{Base: 1 << 10}
+
+// unmarshalAllocs bounds what one Unmarshal allocates into the fuzzed
+// types: an array's announced count is checked against the bytes that
+// remain, so each element costs at least one input byte, decoded into at
+// most 56 bytes (inner, the largest element type here) or a map entry of
+// a few times its 32 bytes of key and value while the map grows; strings
+// copy their bytes. A forged length that msgpack trusted would cost its
+// announced count times the element size, far over this.
+var unmarshalAllocs = allocs.Bound{Base: 16 << 10, PerByte: 128}
 
 func seeds(f *testing.F) {
 	for _, b := range [][]byte{
@@ -39,10 +54,15 @@ func seeds(f *testing.F) {
 	}
 }
 
+// FuzzValidate: whatever the bytes, Validate fails with ErrInvalid or
+// returns the length of a valid prefix that is valid on its own, and
+// allocates within validateAllocs.
 func FuzzValidate(f *testing.F) {
 	seeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
-		n, err := wire.Validate(b)
+		var n int
+		var err error
+		allocs.Within(t, validateAllocs, len(b), "Validate", func() { n, err = wire.Validate(b) })
 		if err != nil {
 			if !errors.Is(err, wire.ErrInvalid) {
 				t.Fatalf("error %v does not wrap ErrInvalid", err)
@@ -59,13 +79,17 @@ func FuzzValidate(f *testing.F) {
 	})
 }
 
+// FuzzUnmarshal: whatever the bytes, Unmarshal into each concrete type
+// fails with ErrInvalid or decodes a value that survives a round trip,
+// and allocates within unmarshalAllocs.
 func FuzzUnmarshal(f *testing.F) {
 	seeds(f)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		targets := []any{new(payload), new(request), new(control), new(remoteError),
 			new([]string), new(map[string]string), new([]byte), new([]inner), new(string), new(uint32)}
 		for _, v := range targets {
-			err := wire.Unmarshal(b, v)
+			var err error
+			allocs.Within(t, unmarshalAllocs, len(b), fmt.Sprintf("Unmarshal into %T", v), func() { err = wire.Unmarshal(b, v) })
 			if err != nil {
 				if !errors.Is(err, wire.ErrInvalid) {
 					t.Fatalf("%T: error %v does not wrap ErrInvalid", v, err)

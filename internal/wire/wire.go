@@ -207,6 +207,14 @@ func (c *checker) value(depth int, typ reflect.Type) error {
 	}
 	t := c.b[c.off]
 	c.off++
+	if isExt(t) && typ != nil && typ.Kind() == reflect.Map {
+		// msgpack/v5 decodes a map from an ext value by skipping the ext
+		// header and reading the map from its body, whose lengths this
+		// walk took for opaque bytes: a forged count there made it
+		// allocate up to a million entries. No Spindle payload wraps a
+		// map in an ext.
+		return fmt.Errorf("an ext value (type byte 0x%02x) where a map is expected", t)
+	}
 	switch {
 	case t <= 0x7f, t >= 0xe0, t == 0xc0, t == 0xc2, t == 0xc3:
 		return nil // fixint, negative fixint, nil, false, true
@@ -275,6 +283,9 @@ func (c *checker) value(depth int, typ reflect.Type) error {
 	}
 	return fmt.Errorf("type byte 0x%02x is never used", t)
 }
+
+// isExt reports whether t starts a msgpack ext value (fixext or ext).
+func isExt(t byte) bool { return (t >= 0xc7 && t <= 0xc9) || (t >= 0xd4 && t <= 0xd8) }
 
 func (c *checker) lenThenSkip(width int, extra uint64) error {
 	n, err := c.readN(width)

@@ -105,6 +105,16 @@ func TestHugeArrayHeader(t *testing.T) {
 		},
 		"map32": func() error { var v map[string]string; return wire.Unmarshal([]byte{0xdf, 0xff, 0xff, 0xff, 0xff}, &v) },
 		"bin32": func() error { var v []byte; return wire.Unmarshal([]byte{0xc6, 0xff, 0xff, 0xff, 0xff}, &v) },
+		// msgpack/v5 reads a map out of an ext value's body, which the
+		// checker would otherwise skip as opaque bytes.
+		"map32 in a fixext8": func() error {
+			var v map[string]string
+			return wire.Unmarshal([]byte{0xd7, 0x30, 0xdf, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30, 0x30}, &v)
+		},
+		"map16 in an ext8 field": func() error {
+			var v payload
+			return wire.Unmarshal([]byte{0x81, 0xa3, 'e', 'n', 'v', 0xc7, 0x03, 0x01, 0xde, 0xff, 0xff}, &v)
+		},
 	}
 	for name, f := range cases {
 		var err error

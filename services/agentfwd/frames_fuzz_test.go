@@ -4,11 +4,22 @@ import (
 	"bytes"
 	"encoding/binary"
 	"testing"
+
+	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
 )
 
+// readFramesAllocs bounds what reading a stream's frames allocates: the
+// frames read whole cost what the input carries (a frame of 4+n bytes
+// takes a header slot of at most 16 bytes and a body of n rounded up to
+// its size class: at most 8 bytes per input byte); the one frame cut
+// short may cost its announced length, which maxMessage caps; a length
+// over it costs nothing.
+var readFramesAllocs = allocs.Bound{Base: maxMessage + 4<<10, PerByte: 8}
+
 // FuzzForwardedRequests feeds what a hostile target could send the
-// controller: frames are bounded, and only listing, signing and the two
-// passed extensions are ever let through to the ssh-agent.
+// controller: frames are bounded, reading them allocates within
+// readFramesAllocs, and only listing, signing and the two passed
+// extensions are ever let through to the ssh-agent.
 func FuzzForwardedRequests(f *testing.F) {
 	frame := func(msg []byte) []byte {
 		b := binary.BigEndian.AppendUint32(nil, uint32(len(msg)))
@@ -27,6 +38,14 @@ func FuzzForwardedRequests(f *testing.F) {
 	fw := &Forwarding{}
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		r := bytes.NewReader(stream)
+		allocs.Within(t, readFramesAllocs, len(stream), "reading frames", func() {
+			for {
+				if _, err := readFrame(r); err != nil {
+					return
+				}
+			}
+		})
+		r.Reset(stream)
 		for {
 			msg, err := readFrame(r)
 			if err != nil {

@@ -15,8 +15,8 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
-
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/goleak"
@@ -314,9 +314,7 @@ func TestWrite(t *testing.T) {
 }
 
 func TestWriteOwner(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("needs root to give files away")
-	}
+	testkit.NeedRoot(t, "giving files away")
 	dir := t.TempDir()
 	f := filepath.Join(dir, "owned")
 	uid, gid := 4321, 4322

@@ -9,8 +9,15 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
 	"github.com/spindle-rpc/spindle/internal/wire"
 )
+
+// decodeWalkAllocs bounds what decodeWalk allocates: one record buffer of
+// MaxWalkRecord, and per record what wire.Unmarshal makes of it (the
+// entry's strings) and the path kept in the seen and dirs maps, a small
+// multiple of the record's bytes; an error's text is small.
+var decodeWalkAllocs = allocs.Bound{Base: MaxWalkRecord + 16<<10, PerByte: 64}
 
 // walkRecords encodes entries as an agent's fs.Walk stream.
 func walkRecords(t testing.TB, entries ...WalkEntry) []byte {
@@ -28,8 +35,8 @@ func walkRecords(t testing.TB, entries ...WalkEntry) []byte {
 
 // FuzzWalkStream feeds decodeWalk what a hostile agent could send in
 // answer to fs.Walk. Whatever the bytes, it must return (no panic, no
-// hang, no allocation beyond one record buffer), and every entry it hands
-// on must be safe for GetTree to create under the destination: a clean,
+// hang), allocate within decodeWalkAllocs, and every entry it hands on
+// must be safe for GetTree to create under the destination: a clean,
 // local path, listed once, whose parent is the root or a directory listed
 // before it.
 func FuzzWalkStream(f *testing.F) {
@@ -46,6 +53,9 @@ func FuzzWalkStream(f *testing.F) {
 	f.Add([]byte{0xff, 0xff, 0xff, 0xff, 1})
 	f.Add([]byte{0, 0, 0, 5, 0x91})
 	f.Fuzz(func(t *testing.T, data []byte) {
+		allocs.Within(t, decodeWalkAllocs, len(data), "decodeWalk", func() {
+			decodeWalk(bytes.NewReader(data), "/r", 50, func(*WalkEntry) error { return nil })
+		})
 		seen := map[string]bool{}
 		dirs := map[string]bool{"": true}
 		n, _, err := decodeWalk(bytes.NewReader(data), "/r", 50, func(e *WalkEntry) error {

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"crypto/rand"
 	"crypto/sha256"
+	"fmt"
 	"io"
 	"os"
+	"strings"
 	"testing"
 	"unsafe"
 
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"golang.org/x/sys/unix"
 )
 
@@ -16,14 +19,7 @@ import (
 // keeps only about dropBehind bytes in the page cache, and its content is
 // intact. It needs a disk-backed directory: tmpfs pages are the file.
 func TestWriteBehindDropsWrittenPages(t *testing.T) {
-	dir := t.TempDir()
-	var st unix.Statfs_t
-	if err := unix.Statfs(dir, &st); err != nil {
-		t.Fatal(err)
-	}
-	if st.Type == unix.TMPFS_MAGIC {
-		t.Skipf("!!! SKIPPED: %s is on tmpfs, whose pages cannot be dropped; set TMPDIR to a disk-backed directory", dir)
-	}
+	dir := diskBackedDir(t)
 	f, err := os.CreateTemp(dir, "wb")
 	if err != nil {
 		t.Fatal(err)
@@ -77,4 +73,28 @@ func residentBytes(t *testing.T, f *os.File, size int) int64 {
 		}
 	}
 	return n
+}
+
+// diskBackedDir makes a temporary directory on a file system that is not
+// tmpfs (whose pages cannot be dropped: they are the file), removed when t
+// ends: under TMPDIR, else /var/tmp, else the package's own directory.
+func diskBackedDir(t *testing.T) string {
+	t.Helper()
+	var tried []string
+	for _, parent := range []string{os.TempDir(), "/var/tmp", "."} {
+		var st unix.Statfs_t
+		if err := unix.Statfs(parent, &st); err != nil || st.Type == unix.TMPFS_MAGIC {
+			tried = append(tried, parent)
+			continue
+		}
+		dir, err := os.MkdirTemp(parent, "writebehind-test-")
+		if err != nil {
+			tried = append(tried, parent)
+			continue
+		}
+		t.Cleanup(func() { os.RemoveAll(dir) })
+		return dir
+	}
+	testkit.Unavailable(t, fmt.Sprintf("no disk-backed directory to write in (%s are tmpfs or not writable)", strings.Join(tried, ", ")))
+	return ""
 }

@@ -1,14 +1,18 @@
 package tunnel_test
 
 import (
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
+	"github.com/spindle-rpc/spindle/internal/testkit"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 )
 
@@ -56,20 +60,16 @@ func TestListenUnixPrivateStale(t *testing.T) {
 // (between the bind and the chmod, here made to last), their connection
 // is closed and Accept returns the next one, from this user.
 func TestListenUnixPrivateRefusesOtherUsers(t *testing.T) {
-	if os.Getuid() != 0 {
-		t.Skip("!!! SKIPPED: needs root to connect as another user (make test runs as root)")
-	}
-	for _, tool := range []string{"/usr/bin/setpriv", "/usr/bin/python3"} {
-		if _, err := os.Stat(tool); err != nil {
-			t.Skipf("!!! SKIPPED: needs %s (util-linux, python3)", tool)
-		}
-	}
+	testkit.NeedRoot(t, "connecting as another user (nobody)")
 	dir, err := os.MkdirTemp("", "peercred-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
 	os.Chmod(dir, 0o755)
+	// The other user's client is this test binary (see peerClient), copied
+	// where nobody can run it: go test's build directory is 0700.
+	client := copyTestBinary(t, dir)
 	path := filepath.Join(dir, "s.sock")
 	ln, err := tunnel.ListenUnixPrivate(path)
 	if err != nil {
@@ -88,8 +88,10 @@ func TestListenUnixPrivateRefusesOtherUsers(t *testing.T) {
 	}()
 	// nobody connects, and reads until the listener closes its connection
 	// (or gives up after 10 s: a listener that let it in keeps it open).
-	out, err := exec.Command("/usr/bin/setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
-		"/usr/bin/python3", "-c", "import socket,sys; s=socket.socket(socket.AF_UNIX); s.settimeout(10); s.connect(sys.argv[1]); print(len(s.recv(16)))", path).CombinedOutput()
+	cmd := exec.Command(client)
+	cmd.Env = append(os.Environ(), peerClientEnv+"="+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
+	out, err := cmd.CombinedOutput()
 	if err != nil || strings.TrimSpace(string(out)) != "0" {
 		t.Fatalf("nobody's connection: %q, %v; want it closed at once (0 bytes)", out, err)
 	}
@@ -108,4 +110,44 @@ func TestListenUnixPrivateRefusesOtherUsers(t *testing.T) {
 	if _, err := io.ReadFull(mine, b); err != nil || string(b) != "yours" {
 		t.Fatalf("Accept returned another connection than this user's: %q, %v", b, err)
 	}
+}
+
+// peerClientEnv, set to a socket's path, makes the test binary (see
+// TestMain) connect to that socket, read until it is closed or 10 s
+// passed, and print how many bytes it read.
+const peerClientEnv = "SPINDLE_TEST_PEER_CLIENT"
+
+func peerClient(path string) int {
+	c, err := net.Dial("unix", path)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "peer client:", err)
+		return 1
+	}
+	defer c.Close()
+	c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 16))
+	if err != nil && err != io.EOF {
+		fmt.Fprintln(os.Stderr, "peer client:", err)
+		return 1
+	}
+	fmt.Println(n)
+	return 0
+}
+
+// copyTestBinary copies this test binary into dir, executable by anyone.
+func copyTestBinary(t *testing.T, dir string) string {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "client")
+	if err := os.WriteFile(out, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }

@@ -42,6 +42,19 @@ func (q *recvQueue) Len() int {
 	return q.n
 }
 
+// Cap is the bytes the queue's chunks hold, read or not: what upstream's
+// bytes.Buffer.Cap reported, which upstream's tests log.
+func (q *recvQueue) Cap() int {
+	if q == nil {
+		return 0
+	}
+	c := 0
+	for _, b := range q.chunks {
+		c += len(*b)
+	}
+	return c
+}
+
 // readFrom appends exactly length bytes read from r, or fewer and r's
 // error.
 func (q *recvQueue) readFrom(r io.Reader, length int) (int64, error) {

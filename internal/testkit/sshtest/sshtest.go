@@ -720,10 +720,9 @@ func MountTmpfs(t testing.TB, dir, opts string) {
 		}
 	}
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", flags, strings.Join(data, ",")); err != nil {
-		// Not fatal under CI=true: a container without CAP_SYS_ADMIN
-		// cannot mount, and the cache-dir refusal is still covered by
-		// the not-owned case, which needs no mount.
-		t.Skipf("\n!!! sshtest: cannot mount tmpfs (%s) on %s: %v (needs CAP_SYS_ADMIN): SKIPPED", opts, dir, err)
+		// The disk-full and cache-directory tests rest on this mount:
+		// without it they prove nothing, so CI must not pass them.
+		testkit.Unavailable(t, fmt.Sprintf("sshtest: cannot mount tmpfs (%s) on %s: %v (needs root with CAP_SYS_ADMIN)", opts, dir, err))
 	}
 	t.Cleanup(func() { unmountAll(dir) })
 }

@@ -22,10 +22,12 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 const crashHelperEnv = "SPINDLE_TOPOLOGY_CRASH_HELPER"
 
 // TestCrashHelper is not a test: TestSweepAfterKill runs it in a child
-// process, which builds a topology, reports it and waits to be killed.
+// process, which builds a topology, reports it and waits to be killed. In
+// a plain run it returns at once (a pass, not a skip: nothing was left
+// untested).
 func TestCrashHelper(t *testing.T) {
 	if os.Getenv(crashHelperEnv) != "1" {
-		t.Skip("helper for TestSweepAfterKill")
+		return
 	}
 	tp := New(t)
 	fmt.Printf("READY %d %s %s %s %s\n", tp.Index, tp.Bastion.User.Name, tp.Web.User.Name,
