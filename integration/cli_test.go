@@ -69,7 +69,7 @@ var (
 	cachedRe   = regexp.MustCompile(`(?i)cached`)
 )
 
-// Issue 3's acceptance, as a user types it: `spindle run
+// As a user types it: `spindle run
 // ssh:user@127.0.0.1:PORT -- uname -a` against a fresh sshd with an empty
 // cache; at -v the first run says it uploaded the agent, the second that
 // it used the cached one.

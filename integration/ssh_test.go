@@ -24,7 +24,7 @@ import (
 	"github.com/spindle-rpc/spindle/services/sys"
 )
 
-// Issue 3: first contact uploads the agent into the user's private cache
+// First contact uploads the agent into the user's private cache
 // dir; the second contact runs it from there without an upload.
 func TestSSHFirstAndCachedContact(t *testing.T) {
 	t.Parallel()
