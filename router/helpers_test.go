@@ -2,6 +2,7 @@ package router_test
 
 import (
 	"context"
+	"io"
 	"net"
 	"sync"
 	"testing"
@@ -56,10 +57,18 @@ func newRouter(t testing.TB, id uint32, opts router.Options) *router.Router {
 func link(t testing.TB, ctl, parent, child *router.Router, name string) (parentConn, childConn net.Conn) {
 	t.Helper()
 	a, b := connPair(t)
+	linkThrough(t, ctl, parent, child, name, a, b)
+	return a, b
+}
+
+// linkThrough is link over a given pair: the parent writes to up, the
+// child serves down. It returns the parent's end of the link.
+func linkThrough(t testing.TB, ctl, parent, child *router.Router, name string, up io.ReadWriteCloser, down net.Conn) *router.Link {
+	t.Helper()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
-		child.Serve(context.Background(), b, "parent-of-"+name)
+		child.Serve(context.Background(), down, "parent-of-"+name)
 	}()
 	t.Cleanup(func() {
 		child.Close()
@@ -72,13 +81,14 @@ func link(t testing.TB, ctl, parent, child *router.Router, name string) (parentC
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if _, err := parent.AddChild(ctx, a, child.ID(), name); err != nil {
+	l, err := parent.AddChild(ctx, up, child.ID(), name)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if m := ping(t, ctl, child.ID()); m.Flags&router.FlagDead != 0 {
 		t.Fatalf("ping %s: dead: %s", name, m.Data)
 	}
-	return a, b
+	return l
 }
 
 // ping sends a ping from r to dst and returns the reply.

@@ -71,30 +71,7 @@ func linkGated(t *testing.T, ctl, parent, child *router.Router, name string) (*g
 	t.Helper()
 	a, b := connPair(t)
 	g := newGatedConn(a)
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		child.Serve(context.Background(), b, "parent-of-"+name)
-	}()
-	t.Cleanup(func() {
-		child.Close()
-		<-served
-	})
-	if parent != ctl {
-		if err := ctl.Grant(child.ID(), parent.ID(), name); err != nil {
-			t.Fatal(err)
-		}
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	l, err := parent.AddChild(ctx, g, child.ID(), name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if m := ping(t, ctl, child.ID()); m.Flags&router.FlagDead != 0 {
-		t.Fatalf("ping %s: dead: %s", name, m.Data)
-	}
-	return g, l
+	return g, linkThrough(t, ctl, parent, child, name, g, b)
 }
 
 // seen records, in order, what a router received at HandleCall and
