@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 )
 
 // binDir holds the spindle, spindle-bench and spindle-agent binaries that
@@ -31,17 +32,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	out, err := osexec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "go env GOMOD:", err)
-		return 1
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
 	for _, b := range [][2]string{{"spindle-agent", "./cmd/spindle-agent"}, {"spindle", "./cmd/spindle"}, {"spindle-bench", "./cmd/spindle-bench"}} {
-		cmd := osexec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go build %s: %v\n%s", b[1], err, out)
+		if _, err := testagent.BuildInto(dir, b[1], b[0]); err != nil {
+			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
 	}

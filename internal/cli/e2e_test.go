@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 )
 
 // binDir holds the spindle and spindle-agent binaries that TestMain builds
@@ -38,16 +39,9 @@ func testMain(m *testing.M) int {
 }
 
 func buildBinaries(dir string) error {
-	out, err := osexec.Command("go", "env", "GOMOD").Output()
-	if err != nil {
-		return fmt.Errorf("go env GOMOD: %w", err)
-	}
-	root := filepath.Dir(strings.TrimSpace(string(out)))
 	for _, b := range [][2]string{{"spindle-agent", "./cmd/spindle-agent"}, {"spindle", "./cmd/spindle"}} {
-		cmd := osexec.Command("go", "build", "-o", filepath.Join(dir, b[0]), b[1])
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return fmt.Errorf("go build %s: %v\n%s", b[1], err, out)
+		if _, err := testagent.BuildInto(dir, b[1], b[0]); err != nil {
+			return err
 		}
 	}
 	return nil

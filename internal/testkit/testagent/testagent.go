@@ -49,6 +49,21 @@ func BuildPackage(pkg, name string) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return buildInto(root, dir, pkg, name)
+}
+
+// BuildInto builds the main package pkg (relative to the module root) as
+// dir/name and returns that path: for tests that need several binaries
+// side by side (a CLI and the agent it finds beside itself).
+func BuildInto(dir, pkg, name string) (string, error) {
+	root, err := moduleRoot()
+	if err != nil {
+		return "", err
+	}
+	return buildInto(root, dir, pkg, name)
+}
+
+func buildInto(root, dir, pkg, name string) (string, error) {
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = root
