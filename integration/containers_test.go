@@ -117,23 +117,34 @@ func TestContainerDocker(t *testing.T) {
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
 	defer cancel()
 
-	root, err := parent.Connect(ctx, docker.Options{Container: c.Name})
+	engineHops(t, ctx, parent, c, "docker", func(user string) spindle.Connector {
+		return docker.Options{Container: c.Name, User: user}
+	})
+}
+
+// engineHops is what every container engine's hop must do: as root and
+// as app, the same hop again is the same child, and Close ends the
+// agent in the container. hop builds the engine's connector for a user
+// ("" for the default).
+func engineHops(t *testing.T, ctx stdctx.Context, parent *spindle.Context, c containertest.Container, kind string, hop func(user string) spindle.Connector) {
+	t.Helper()
+	root, err := parent.Connect(ctx, hop(""))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "local → docker:" + c.Name; root.Name() != want {
+	if want := "local → " + kind + ":" + c.Name; root.Name() != want {
 		t.Fatalf("child name %q, want %q", root.Name(), want)
 	}
 	inContainer(t, root, c, 0, "root", "/root")
-	if again, err := parent.Connect(ctx, docker.Options{Container: c.Name}); err != nil || again != root {
-		t.Fatalf("connecting docker:%s again gave %v, %v; want the running child", c.Name, again, err)
+	if again, err := parent.Connect(ctx, hop("")); err != nil || again != root {
+		t.Fatalf("connecting %s:%s again gave %v, %v; want the running child", kind, c.Name, again, err)
 	}
 
-	app, err := parent.Connect(ctx, docker.Options{Container: c.Name, User: "app"})
+	app, err := parent.Connect(ctx, hop("app"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if app == root || app.Name() != "local → docker:app@"+c.Name {
+	if app == root || app.Name() != "local → "+kind+":app@"+c.Name {
 		t.Fatalf("the app hop is %q (same as root: %v)", app.Name(), app == root)
 	}
 	inContainer(t, app, c, 1000, "app", "/home/app")
@@ -279,32 +290,9 @@ func TestContainerPodman(t *testing.T) {
 	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 90*time.Second)
 	defer cancel()
 
-	root, err := parent.Connect(ctx, podman.Options{Container: c.Name})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := "local → podman:" + c.Name; root.Name() != want {
-		t.Fatalf("child name %q, want %q", root.Name(), want)
-	}
-	inContainer(t, root, c, 0, "root", "/root")
-	if again, err := parent.Connect(ctx, podman.Options{Container: c.Name}); err != nil || again != root {
-		t.Fatalf("connecting podman:%s again gave %v, %v; want the running child", c.Name, again, err)
-	}
-
-	app, err := parent.Connect(ctx, podman.Options{Container: c.Name, User: "app"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if app == root || app.Name() != "local → podman:app@"+c.Name {
-		t.Fatalf("the app hop is %q (same as root: %v)", app.Name(), app == root)
-	}
-	inContainer(t, app, c, 1000, "app", "/home/app")
-	pid := app.Hello().PID
-	if err := app.Close(); err != nil {
-		t.Fatal(err)
-	}
-	<-app.Done()
-	gone(t, root, pid)
+	engineHops(t, ctx, parent, c, "podman", func(user string) spindle.Connector {
+		return podman.Options{Container: c.Name, User: user}
+	})
 
 	// Rootful podman: the tests run as root, as setns needs.
 	byName, err := parent.Connect(ctx, setns.Options{Container: c.Name, Runtime: setns.Podman})
