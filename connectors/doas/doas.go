@@ -23,6 +23,11 @@ type Options struct {
 	// Password answers doas's prompt (the invoking user's password).
 	// Without it doas runs with -n and fails at once if it needs one.
 	Password string `msgpack:"password,omitempty"`
+	// Flags are extra doas flags, placed before `--`.
+	Flags []string `msgpack:"flags,omitempty"`
+	// Exe is the doas program to run (a path, or a name looked up in
+	// PATH); default "doas".
+	Exe string `msgpack:"exe,omitempty"`
 	// Timeout bounds the start (password and handshake); default 30s.
 	Timeout time.Duration `msgpack:"timeout,omitempty"`
 	// ContextName overrides the context's name (default "doas:USER").
@@ -51,10 +56,15 @@ func (o Options) Name() string {
 // first stage.
 func (o Options) Argv() []string {
 	argv := []string{"doas"}
+	if o.Exe != "" {
+		argv[0] = o.Exe
+	}
 	if o.Password == "" {
 		argv = append(argv, "-n")
 	}
-	return append(argv, "-u", o.user(), "--", "sh", "-c", become.Script)
+	argv = append(argv, "-u", o.user())
+	argv = append(argv, o.Flags...)
+	return append(argv, "--", "sh", "-c", become.Script)
 }
 
 // Start implements connectors.Connector.

@@ -26,6 +26,10 @@ func TestArgv(t *testing.T) {
 	if want := "doas -u root -- sh -c " + become.Script; got != want {
 		t.Errorf("%q", got)
 	}
+	got = strings.Join((doas.Options{Exe: "/opt/doas", Flags: []string{"-s"}}).Argv(), " ")
+	if want := "/opt/doas -n -u root -s -- sh -c " + become.Script; got != want {
+		t.Errorf("%q", got)
+	}
 	if n := (doas.Options{}).Name(); n != "doas:root" {
 		t.Error(n)
 	}

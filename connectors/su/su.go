@@ -24,6 +24,11 @@ type Options struct {
 	Password string `msgpack:"password,omitempty"`
 	// Login passes -l (a login environment).
 	Login bool `msgpack:"login,omitempty"`
+	// Flags are extra su flags, placed before -c.
+	Flags []string `msgpack:"flags,omitempty"`
+	// Exe is the su program to run (a path, or a name looked up in
+	// PATH); default "su".
+	Exe string `msgpack:"exe,omitempty"`
 	// Timeout bounds the start (password and handshake); default 30s.
 	// su waits a few seconds (pam_faildelay) before reporting a wrong
 	// password.
@@ -55,9 +60,13 @@ func (o Options) Name() string {
 // one-line `exec sh -c '…'` first stage (become.Command), which any shell runs.
 func (o Options) Argv() []string {
 	argv := []string{"su"}
+	if o.Exe != "" {
+		argv[0] = o.Exe
+	}
 	if o.Login {
 		argv = append(argv, "-l")
 	}
+	argv = append(argv, o.Flags...)
 	return append(argv, "-c", become.Command, "--", o.user())
 }
 

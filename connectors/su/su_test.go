@@ -23,6 +23,10 @@ func TestArgv(t *testing.T) {
 	if want := "su -l -c " + become.Command + " -- pg"; got != want {
 		t.Errorf("%q", got)
 	}
+	got = strings.Join((su.Options{Exe: "/usr/local/bin/su", Flags: []string{"-m"}}).Argv(), " ")
+	if want := "/usr/local/bin/su -m -c " + become.Command + " -- root"; got != want {
+		t.Errorf("%q", got)
+	}
 	if n := (su.Options{}).Name(); n != "su:root" {
 		t.Error(n)
 	}

@@ -37,6 +37,9 @@ type Options struct {
 	Login bool `msgpack:"login,omitempty"`
 	// Flags are extra sudo flags, placed before `--`.
 	Flags []string `msgpack:"flags,omitempty"`
+	// Exe is the sudo program to run (a path, or a name looked up in
+	// PATH); default "sudo".
+	Exe string `msgpack:"exe,omitempty"`
 	// Timeout bounds the start (password and handshake); default 30s.
 	Timeout time.Duration `msgpack:"timeout,omitempty"`
 	// ContextName overrides the context's name (default "sudo:USER").
@@ -64,7 +67,7 @@ func (o Options) Name() string {
 // Argv is the command Start runs, with become.Script standing for the
 // first stage and prompt for sudo's -p prompt.
 func (o Options) Argv(prompt string) []string {
-	argv := []string{"sudo"}
+	argv := []string{exe(o.Exe, "sudo")}
 	if o.Password == "" {
 		argv = append(argv, "-n")
 	}
@@ -103,6 +106,14 @@ func (o Options) Start(ctx context.Context, req connectors.StartRequest) (*boots
 		Classify: Classify,
 		Timeout:  o.Timeout,
 	})
+}
+
+// exe is the program to run: name unless the caller named another.
+func exe(given, name string) string {
+	if given != "" {
+		return given
+	}
+	return name
 }
 
 func containsPrompt(out, prompt string) bool {

@@ -30,6 +30,7 @@ func TestArgv(t *testing.T) {
 		{sudo.Options{User: "pg", Password: "x", PreserveEnv: true, Login: true, Flags: []string{"-g", "adm"}},
 			"sudo -u pg -H -E -p P -g adm -- sh -l -c cd 2>/dev/null; S"},
 		{sudo.Options{SetHome: &f}, "sudo -n -u root -p P -- sh -c S"},
+		{sudo.Options{Exe: "/usr/local/bin/sudo"}, "/usr/local/bin/sudo -n -u root -H -p P -- sh -c S"},
 	} {
 		got := strings.Join(c.o.Argv("P"), " ")
 		got = strings.ReplaceAll(got, become.Script, "S")
