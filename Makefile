@@ -119,6 +119,8 @@ fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/cli FuzzSOCKS $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/tunnel FuzzHeader $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./daemon/proto FuzzReadMsg $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./ansible/wire FuzzReadRequest $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./ansible/wire FuzzReadResponse $(FUZZTIME)
 
 clean:
 	rm -rf bin $(AGENTS_DIR)/spindle-agent-*
