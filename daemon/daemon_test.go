@@ -330,6 +330,14 @@ func TestRegistry(t *testing.T) {
 	if err != nil || reused || c3 == c {
 		t.Errorf("after Drop: %v, reused %v", err, reused)
 	}
+	// Forgotten: closed, and the next Get makes another.
+	reg.Forget(key)
+	<-c3.Context.Done()
+	c4, reused, err := reg.Get(ctx, key, dialer("local"))
+	if err != nil || reused || c4 == c3 {
+		t.Errorf("after Forget: %v, reused %v", err, reused)
+	}
+	reg.Forget(Key{Settings: "never", Target: "seen"})
 	// The dialer's failure is Get's, and leaves nothing kept.
 	bad := Key{Settings: "flags", Target: "nosuch:x"}
 	if _, _, err := reg.Get(ctx, bad, dialer("nosuch:x")); !errors.Is(err, target.ErrBadTarget) {

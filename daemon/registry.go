@@ -145,6 +145,23 @@ func (r *Registry) Drop(key Key, c *Conn) {
 	c.Context.Close() //nolint:errcheck // dead already, or as good as
 }
 
+// Forget closes key's kept connection, if there is one, and forgets it:
+// the next Get makes a new one (a client's "reset the connection").
+func (r *Registry) Forget(key Key) {
+	r.mu.Lock()
+	s := r.slots[key]
+	r.mu.Unlock()
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.c != nil {
+		s.c.Context.Close() //nolint:errcheck // closing is all that is asked
+		s.c = nil
+	}
+}
+
 // Close closes every kept connection, and their controllers.
 func (r *Registry) Close() {
 	r.mu.Lock()
