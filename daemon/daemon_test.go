@@ -248,6 +248,52 @@ func TestBusyAndNotRunning(t *testing.T) {
 	}
 }
 
+// Daemons started at once on one socket: one serves, the others say
+// "busy" once it does, and the socket is the one that serves.
+func TestStartRace(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "d.sock")
+	const n = 4
+	servers := make([]*Server, n)
+	served := make(chan error, n)
+	lines := make(chan string, n)
+	for i := range servers {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		servers[i] = NewServer(Options{Socket: socket, Idle: time.Minute, Ready: w})
+		go func() { served <- servers[i].Serve(endpointFunc(func(context.Context, net.Conn, *Server) {})) }()
+		go func() {
+			defer r.Close()
+			line, _ := bufio.NewReader(r).ReadString('\n')
+			lines <- line
+		}()
+	}
+	got := map[string]int{}
+	for range servers {
+		got[<-lines]++
+	}
+	if got["ok\n"] != 1 || got["busy\n"] != n-1 {
+		t.Errorf("%d daemons started at once said %v: want one ok, the rest busy", n, got)
+	}
+	for range n - 1 {
+		if err := <-served; err != nil {
+			t.Errorf("a busy daemon: %v", err)
+		}
+	}
+	c, err := net.Dial("unix", socket)
+	if err != nil {
+		t.Fatalf("nobody serves the socket: %v", err)
+	}
+	c.Close()
+	for _, s := range servers {
+		s.Stop()
+	}
+	if err := <-served; err != nil {
+		t.Errorf("Serve: %v", err)
+	}
+}
+
 // The registry keeps one connection per key, made once however many ask
 // at once, reused while alive, replaced once dead or dropped; keys with
 // the same settings share a controller.

@@ -92,13 +92,28 @@ func (s *Server) Serve(ep Endpoint) error {
 		}
 	}
 	socket := s.o.Socket
-	ln, err := tunnel.ListenUnixPrivate(socket)
+	// One daemon per socket: two started at once (two clients that
+	// found none) would otherwise both listen, the later one removing
+	// the earlier one's socket as stale, and the earlier one, when it
+	// exits, the later one's. The lock is held for the daemon's life;
+	// the loser waits for the winner to listen, and is "busy".
+	lock, err := lockSocket(socket)
 	if err != nil {
-		if c, derr := net.Dial("unix", socket); derr == nil {
-			c.Close()
+		say(err.Error())
+		return err
+	}
+	if lock == nil {
+		if waitServed(socket) {
 			say("busy")
 			return nil
 		}
+		err := fmt.Errorf("another daemon holds %s.lock but does not serve %s", socket, socket)
+		say(err.Error())
+		return err
+	}
+	defer lock.Close()
+	ln, err := tunnel.ListenUnixPrivate(socket)
+	if err != nil {
 		say(err.Error())
 		return err
 	}
@@ -154,6 +169,42 @@ func (s *Server) Serve(ep Endpoint) error {
 	s.mu.Unlock()
 	s.log.Info("daemon stopped")
 	return nil
+}
+
+// lockSocket takes the lock of socket's daemon (socket+".lock", flock),
+// or returns nil when another daemon holds it.
+func lockSocket(socket string) (*os.File, error) {
+	f, err := os.OpenFile(socket+".lock", os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("lock %s.lock: %w", socket, err)
+	}
+	return f, nil
+}
+
+// ServeWait bounds how long a daemon that lost the start waits for the
+// winner to listen.
+var ServeWait = 10 * time.Second
+
+// waitServed waits until a daemon accepts connections on socket.
+func waitServed(socket string) bool {
+	deadline := time.Now().Add(ServeWait)
+	for {
+		if c, err := net.Dial("unix", socket); err == nil {
+			c.Close()
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // expire stops the daemon if no request runs.
