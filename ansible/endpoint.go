@@ -1,0 +1,356 @@
+package ansible
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/ansible/wire"
+	"github.com/spindle-rpc/spindle/daemon"
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/hostvars"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/fs"
+	"github.com/spindle-rpc/spindle/target"
+	"github.com/spindle-rpc/spindle/version"
+	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
+)
+
+// ProtocolVersion is the protocol's "v".
+const ProtocolVersion = 1
+
+// RequestTimeout bounds the time from a client's connection to the end
+// of its request's bytes, between two reads: a client that connects and
+// says nothing would otherwise hold a goroutine, and the daemon's exit,
+// for ever. The command itself has no time limit.
+var RequestTimeout = 10 * time.Second
+
+// Endpoint serves the Ansible connection plugin's protocol on a daemon's
+// socket (daemon.Server.Serve).
+type Endpoint struct {
+	// Registry keeps the hosts' connections; shared with the daemon's
+	// other endpoints if it has any.
+	Registry *daemon.Registry
+	// NewController makes the controller of connections with settings
+	// not seen yet, and its logger.
+	NewController func() (*spindle.Controller, *zap.Logger)
+	// Log hears of requests refused, connections made, reused and lost,
+	// and of SSH arguments ignored; nil: nothing is said. Passwords
+	// never reach it.
+	Log *zap.Logger
+	// Version is the daemon's version, which a plugin stamped with
+	// another refuses; default version.Version.
+	Version string
+}
+
+func (e *Endpoint) log() *zap.Logger {
+	if e.Log == nil {
+		return zap.NewNop()
+	}
+	return e.Log
+}
+
+func (e *Endpoint) version() string {
+	if e.Version == "" {
+		return version.Version
+	}
+	return e.Version
+}
+
+// timedReader gives each Read RequestTimeout.
+type timedReader struct{ c net.Conn }
+
+func (r timedReader) Read(p []byte) (int, error) {
+	r.c.SetReadDeadline(time.Now().Add(RequestTimeout)) //nolint:errcheck // a closed conn fails the read
+	return r.c.Read(p)
+}
+
+// ServeConn implements daemon.Endpoint: it reads one request, answers it
+// and returns.
+func (e *Endpoint) ServeConn(ctx context.Context, conn net.Conn, s *daemon.Server) {
+	req, err := wire.ReadRequest(timedReader{conn})
+	if err != nil {
+		if errors.Is(err, wire.ErrBadRequest) {
+			e.reply(conn, nil, nil, nil, &Error{Kind: KindBadRequest, Message: "spindle daemon: " + err.Error()})
+		}
+		e.log().Warn("ansible: client refused", zap.Error(err))
+		return
+	}
+	conn.SetReadDeadline(time.Time{}) //nolint:errcheck // as above
+	end := s.Begin(0)
+	defer end()
+
+	// The client reads the response, then closes: its closing first
+	// means it is gone (the worker was killed), and the request ends.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		var b [1]byte
+		conn.Read(b[:]) //nolint:errcheck // any return means the client is done
+		cancel()
+	}()
+	defer func() {
+		conn.SetReadDeadline(time.Now()) //nolint:errcheck // ends the watch
+		<-watched
+	}()
+
+	head, out, errb, rerr := e.handle(ctx, req, s)
+	e.reply(conn, head, out, errb, rerr)
+}
+
+// reply writes a response: head and the output, or the error.
+func (e *Endpoint) reply(conn net.Conn, head map[string]any, out, errb []byte, rerr *Error) {
+	if rerr != nil {
+		head, out, errb = map[string]any{"error": rerr}, nil, nil
+	}
+	if head == nil {
+		head = map[string]any{}
+	}
+	if len(out) > 0 || len(errb) > 0 {
+		head["stdout_len"], head["stderr_len"] = len(out), len(errb)
+	}
+	if err := wire.WriteResponse(conn, head, out, errb); err != nil {
+		e.log().Info("ansible: the client went away before its response", zap.Error(err))
+	}
+}
+
+// request are the fields an op may have.
+type request struct {
+	Host   *hostvars.Host   `json:"host"`
+	Become *hostvars.Become `json:"become"`
+	Cmd    *string          `json:"cmd"`
+	PTY    bool             `json:"pty"`
+	Src    string           `json:"src"`
+	Dst    string           `json:"dst"`
+}
+
+func (e *Endpoint) handle(ctx context.Context, req *wire.Request, s *daemon.Server) (map[string]any, []byte, []byte, *Error) {
+	if req.V != ProtocolVersion {
+		return nil, nil, nil, &Error{Kind: KindVersion, Message: fmt.Sprintf(
+			"spindle daemon %s speaks protocol version %d, the plugin %d: reinstall the plugin with this spindle (spindle ansible install)",
+			e.version(), ProtocolVersion, req.V)}
+	}
+	if req.Spindle != "" && req.Spindle != "dev" && req.Spindle != e.version() {
+		return nil, nil, nil, &Error{Kind: KindVersion, Message: fmt.Sprintf(
+			"the spindle daemon is version %s, the plugin %s: the plugin restarts the daemon; if this persists, reinstall the plugin (spindle ansible install) with the spindle it should use",
+			e.version(), req.Spindle)}
+	}
+	var r request
+	if err := req.Decode(&r); err != nil {
+		return nil, nil, nil, &Error{Kind: KindBadRequest, Message: "spindle daemon: " + err.Error()}
+	}
+	needHost := func() *Error {
+		if r.Host == nil {
+			return &Error{Kind: KindBadRequest, Message: fmt.Sprintf("spindle daemon: %q needs a \"host\"", req.Op)}
+		}
+		return nil
+	}
+	switch req.Op {
+	case "hello":
+		return map[string]any{"version": e.version(), "pid": os.Getpid()}, nil, nil, nil
+	case "stop":
+		e.log().Info("ansible: asked to stop")
+		s.Stop()
+		return nil, nil, nil, nil
+	case "reset":
+		if err := needHost(); err != nil {
+			return nil, nil, nil, err
+		}
+		res, err := r.Host.Resolve()
+		if err != nil {
+			return nil, nil, nil, classify(stageResolve, err, r.Host, nil)
+		}
+		e.Registry.Forget(hostKey(res))
+		e.log().Info("ansible: connection reset", zap.String("host", r.Host.Name), zap.String("chain", res.Chain()))
+		return nil, nil, nil, nil
+	case "exec":
+		if err := needHost(); err != nil {
+			return nil, nil, nil, err
+		}
+		if r.Cmd == nil {
+			return nil, nil, nil, &Error{Kind: KindBadRequest, Message: "spindle daemon: exec needs a \"cmd\""}
+		}
+		return e.exec(ctx, &r, req.Stdin)
+	case "put", "fetch":
+		if err := needHost(); err != nil {
+			return nil, nil, nil, err
+		}
+		if !filepath.IsAbs(r.Src) || r.Dst == "" || (req.Op == "fetch" && !filepath.IsAbs(r.Dst)) {
+			return nil, nil, nil, &Error{Kind: KindBadRequest, Message: fmt.Sprintf(
+				"spindle daemon: %s needs \"src\" and \"dst\", the local one an absolute path (got %q, %q)", req.Op, r.Src, r.Dst)}
+		}
+		if req.Op == "put" {
+			return nil, nil, nil, e.put(ctx, &r)
+		}
+		return nil, nil, nil, e.fetch(ctx, &r)
+	}
+	return nil, nil, nil, &Error{Kind: KindBadRequest, Message: fmt.Sprintf("spindle daemon: unknown op %q (want hello, exec, put, fetch, reset or stop)", req.Op)}
+}
+
+// hostKey names a host's kept connection: its chain with its settings.
+// Every Ansible host's settings begin alike, apart from other endpoints'.
+func hostKey(r *hostvars.Resolved) daemon.Key {
+	return daemon.Key{Settings: "ansible " + r.Settings(), Target: r.Chain()}
+}
+
+// conn is where a request runs: the host's kept connection, and the
+// become child on it when the request asks for one.
+type conn struct {
+	key    daemon.Key
+	kept   *daemon.Conn
+	reused bool
+	cx     *spindle.Context
+}
+
+// connect returns the host's connection (made now, or kept), and the
+// become child on it if r asks for one.
+func (e *Endpoint) connect(ctx context.Context, r *request) (*conn, *Error) {
+	res, err := r.Host.Resolve()
+	if err != nil {
+		return nil, classify(stageResolve, err, r.Host, r.Become)
+	}
+	var bc spindle.Connector
+	if r.Become != nil {
+		if bc, err = r.Become.Connector(); err != nil {
+			return nil, classify(stageResolve, err, r.Host, r.Become)
+		}
+	}
+	log := e.log().With(zap.String("host", r.Host.Name))
+	key := hostKey(res)
+	kept, reused, err := e.Registry.Get(ctx, key, daemon.Dialer{
+		NewGroup: e.NewController,
+		Open: func(ctx context.Context, g *daemon.Group) (*spindle.Context, []target.Step, error) {
+			if len(res.Ignored) > 0 {
+				log.Info("ansible: ssh arguments with no effect here", zap.Strings("ignored", res.Ignored))
+			}
+			steps, err := res.Steps()
+			if err != nil {
+				return nil, nil, err
+			}
+			cx, err := g.Routes.Open(ctx, steps)
+			return cx, steps, err
+		},
+		Log: log,
+	})
+	if err != nil {
+		return nil, classify(stageHost, err, r.Host, r.Become)
+	}
+	c := &conn{key: key, kept: kept, reused: reused, cx: kept.Context}
+	if bc != nil {
+		// The host's context keeps one child per connector and options
+		// (password included), and starts it once for concurrent asks.
+		if c.cx, err = kept.Context.Connect(ctx, bc); err != nil {
+			return nil, classify(stageBecome, err, r.Host, r.Become)
+		}
+	}
+	return c, nil
+}
+
+// withConn runs f on r's connection; when a kept connection turns out to
+// have died before f could start anything (f's error is
+// ErrDisconnected and started is false), it is replaced once.
+func (e *Endpoint) withConn(ctx context.Context, r *request, stage stage, f func(c *conn) (started bool, err error)) *Error {
+	for attempt := 0; ; attempt++ {
+		c, cerr := e.connect(ctx, r)
+		if cerr != nil {
+			return cerr
+		}
+		started, err := f(c)
+		if err == nil {
+			return nil
+		}
+		if !started && c.reused && attempt == 0 && errors.Is(err, errkind.ErrDisconnected) {
+			e.log().Info("ansible: kept connection lost", zap.String("host", r.Host.Name), zap.Error(err))
+			e.Registry.Drop(c.key, c.kept)
+			continue
+		}
+		return classify(stage, err, r.Host, r.Become)
+	}
+}
+
+// exec runs the command through /bin/sh -c with stdin, and returns its
+// status and output, as produced.
+func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[string]any, []byte, []byte, *Error) {
+	var res *exec.Result
+	var out, errb bytes.Buffer
+	rerr := e.withConn(ctx, r, stageOp, func(c *conn) (bool, error) {
+		p, err := exec.Start(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY})
+		if err != nil {
+			return false, err
+		}
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w := p.Stdin()
+			w.Write(stdin) //nolint:errcheck // a command that exits early need not read it all
+			w.Close()
+		}()
+		out.Reset()
+		errb.Reset()
+		cerr := p.CopyOutput(&out, &errb)
+		res, err = p.Wait()
+		wg.Wait()
+		if err == nil {
+			err = cerr
+		}
+		return true, err
+	})
+	if rerr != nil {
+		return nil, nil, nil, rerr
+	}
+	return map[string]any{"rc": exitStatus(res)}, out.Bytes(), errb.Bytes(), nil
+}
+
+// exitStatus is a command's status as a shell reports it: 128+N for a
+// process killed by signal N.
+func exitStatus(res *exec.Result) int {
+	if res.Signal != "" {
+		if n := unix.SignalNum(res.Signal); n != 0 {
+			return 128 + int(n)
+		}
+		return 255
+	}
+	return res.ExitCode
+}
+
+// put copies the local file r.Src to r.Dst, atomically: a new file gets
+// mode 0600, a replaced one keeps its mode.
+func (e *Endpoint) put(ctx context.Context, r *request) *Error {
+	st, err := os.Stat(r.Src)
+	if err != nil {
+		return classify(stageOp, errkind.In("", "put", err), r.Host, r.Become)
+	}
+	if !st.Mode().IsRegular() {
+		return &Error{Kind: KindNotFound, Message: fmt.Sprintf("put %s: not a regular file", r.Src)}
+	}
+	// A missing directory on the host is no missing source.
+	return e.withConn(ctx, r, stageWrite, func(c *conn) (bool, error) {
+		mode := uint32(0)
+		if _, err := fs.Stat(ctx, c.cx, r.Dst); errors.Is(err, errkind.ErrNotFound) {
+			mode = 0o600
+		} else if err != nil && errors.Is(err, errkind.ErrDisconnected) {
+			return false, err
+		}
+		_, err := fs.PutFile(ctx, c.cx, r.Src, r.Dst, false, fs.PutOptions{WriteOptions: fs.WriteOptions{Mode: mode}})
+		return true, err
+	})
+}
+
+// fetch copies r.Src on the host to the local file r.Dst, atomically.
+func (e *Endpoint) fetch(ctx context.Context, r *request) *Error {
+	return e.withConn(ctx, r, stageOp, func(c *conn) (bool, error) {
+		_, err := fs.GetFile(ctx, c.cx, r.Src, r.Dst, false)
+		return false, err
+	})
+}

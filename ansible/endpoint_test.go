@@ -1,0 +1,365 @@
+package ansible_test
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/ansible"
+	"github.com/spindle-rpc/spindle/ansible/wire"
+	"github.com/spindle-rpc/spindle/daemon"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
+	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
+	"github.com/spindle-rpc/spindle/version"
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+)
+
+func TestMain(m *testing.M) {
+	if _, err := testagent.Build(); err != nil {
+		fmt.Fprintln(os.Stderr, "build the agent:", err)
+		os.Exit(1)
+	}
+	goleak.VerifyTestMain(m)
+}
+
+// startDaemon serves an Endpoint on a socket of its own until t ends.
+func startDaemon(t *testing.T) string {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "ansible.sock")
+	reg := daemon.NewRegistry()
+	ep := &ansible.Endpoint{Registry: reg,
+		NewController: func() (*spindle.Controller, *zap.Logger) { return spindle.NewController(spindle.Options{}), nil }}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	s := daemon.NewServer(daemon.Options{Socket: sock, Idle: time.Hour, Ready: w})
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ep) }()
+	if line, _ := bufio.NewReader(r).ReadString('\n'); line != "ok\n" {
+		t.Fatalf("daemon: %q", line)
+	}
+	t.Cleanup(func() {
+		s.Stop()
+		if err := <-served; err != nil {
+			t.Errorf("Serve: %v", err)
+		}
+		reg.Close()
+	})
+	return sock
+}
+
+// reply is a response, decoded.
+type reply struct {
+	RC      int            `json:"rc"`
+	Version string         `json:"version"`
+	PID     int            `json:"pid"`
+	Error   *ansible.Error `json:"error"`
+	Stdout  []byte         `json:"-"`
+	Stderr  []byte         `json:"-"`
+}
+
+// call sends one request (v 1 unless head says otherwise) and returns
+// the response.
+func call(t *testing.T, sock string, head map[string]any, stdin []byte) reply {
+	t.Helper()
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if _, ok := head["v"]; !ok {
+		head["v"] = 1
+	}
+	if len(stdin) > 0 {
+		head["stdin_len"] = len(stdin)
+	}
+	if err := wire.WriteRequest(c, head, stdin); err != nil {
+		t.Fatal(err)
+	}
+	res, err := wire.ReadResponse(c, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r reply
+	if err := res.Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	r.Stdout, r.Stderr = res.Stdout, res.Stderr
+	return r
+}
+
+// must is call, failing t on an error response.
+func must(t *testing.T, sock string, head map[string]any, stdin []byte) reply {
+	t.Helper()
+	r := call(t, sock, head, stdin)
+	if r.Error != nil {
+		t.Fatalf("%v: %s: %s", head["op"], r.Error.Kind, r.Error.Message)
+	}
+	return r
+}
+
+// wantKind is call, failing t unless the response is an error of kind.
+func wantKind(t *testing.T, sock string, head map[string]any, kind string) *ansible.Error {
+	t.Helper()
+	r := call(t, sock, head, nil)
+	if r.Error == nil || r.Error.Kind != kind {
+		t.Fatalf("%v: %+v, want an error of kind %q", head["op"], r.Error, kind)
+	}
+	return r.Error
+}
+
+// host is one sshd, one user with a key, as inventory variables.
+type host struct {
+	s    *sshtest.Server
+	u    *sshtest.User
+	vars map[string]any
+}
+
+func newHost(t *testing.T) *host {
+	t.Helper()
+	s := sshtest.Start(t)
+	u := sshtest.CreateUser(t, "/bin/bash")
+	k := sshtest.ClientKey(t)
+	s.Authorize(t, u, k)
+	kh := s.KnownHosts(t)
+	return &host{s: s, u: u, vars: map[string]any{
+		"name": "web1", "address": "127.0.0.1", "port": s.Port, "user": u.Name, "private_key_file": k.Path,
+		"ssh_args":        "-C -o ControlMaster=auto -o ControlPersist=60s",
+		"ssh_common_args": "-F none -o IdentitiesOnly=yes -o UserKnownHostsFile=" + kh,
+		"timeout":         20, "password": nil, "via": nil, "target": nil,
+	}}
+}
+
+func execReq(h *host, cmd string, become map[string]any) map[string]any {
+	r := map[string]any{"op": "exec", "host": h.vars, "cmd": cmd, "pty": false}
+	if become != nil {
+		r["become"] = become
+	}
+	return r
+}
+
+func TestHelloAndBadRequests(t *testing.T) {
+	sock := startDaemon(t)
+	r := must(t, sock, map[string]any{"op": "hello"}, nil)
+	if r.Version != version.Version || r.PID != os.Getpid() {
+		t.Errorf("hello: %+v", r)
+	}
+	wantKind(t, sock, map[string]any{"op": "hello", "v": 2}, ansible.KindVersion)
+	e := wantKind(t, sock, map[string]any{"op": "hello", "spindle": "0.0.0-other"}, ansible.KindVersion)
+	if !strings.Contains(e.Message, version.Version) || !strings.Contains(e.Message, "0.0.0-other") {
+		t.Errorf("version message: %s", e.Message)
+	}
+	must(t, sock, map[string]any{"op": "hello", "spindle": "dev"}, nil)
+	must(t, sock, map[string]any{"op": "hello", "spindle": version.Version, "unknown": []int{1}}, nil)
+	wantKind(t, sock, map[string]any{"op": "nosuch"}, ansible.KindBadRequest)
+	wantKind(t, sock, map[string]any{"op": "exec", "cmd": "true"}, ansible.KindBadRequest)
+	wantKind(t, sock, map[string]any{"op": "exec", "host": map[string]any{"name": "x", "port": "22"}, "cmd": "true"}, ansible.KindBadRequest)
+	wantKind(t, sock, map[string]any{"op": "exec", "host": map[string]any{"name": "x", "ssh_args": "-o 'open"}, "cmd": "true"}, ansible.KindBadRequest)
+	wantKind(t, sock, map[string]any{"op": "put", "host": map[string]any{"name": "x"}, "src": "relative", "dst": "/x"}, ansible.KindBadRequest)
+
+	// Bytes that are no request get a bad_request answer too.
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Write([]byte{0, 0, 0, 3, 'n', 'o', '!'})
+	res, err := wire.ReadResponse(c, 0)
+	if err != nil || !bytes.Contains(res.Header, []byte(`"bad_request"`)) {
+		t.Errorf("garbage: %s, %v", res.Header, err)
+	}
+}
+
+func TestExecExactBytes(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	stdin := make([]byte, 100<<10)
+	rand.Read(stdin)
+	r := must(t, sock, execReq(h, `printf 'out\000\377'; printf 'err\001' >&2; cat; exit 3`, nil), stdin)
+	if r.RC != 3 || !bytes.Equal(r.Stdout, append([]byte("out\x00\xff"), stdin...)) || string(r.Stderr) != "err\x01" {
+		t.Fatalf("rc %d, stdout %d bytes (%q…), stderr %q", r.RC, len(r.Stdout), r.Stdout[:min(len(r.Stdout), 8)], r.Stderr)
+	}
+	// Through a POSIX shell, as the login user, with no terminal.
+	r = must(t, sock, execReq(h, `id -un; [ -t 0 ] || echo notty; echo "$0"`, nil), nil)
+	if string(r.Stdout) != h.u.Name+"\nnotty\n/bin/sh\n" || r.RC != 0 {
+		t.Errorf("%q rc %d", r.Stdout, r.RC)
+	}
+	// A terminal when asked.
+	r = must(t, sock, map[string]any{"op": "exec", "host": h.vars, "cmd": "[ -t 0 ] && echo tty", "pty": true}, nil)
+	if !strings.Contains(string(r.Stdout), "tty") {
+		t.Errorf("pty: %q", r.Stdout)
+	}
+	// A signal's death is the shell's 128+N.
+	r = must(t, sock, execReq(h, `kill -9 $$`, nil), nil)
+	if r.RC != 137 {
+		t.Errorf("killed: rc %d", r.RC)
+	}
+}
+
+func TestPutFetch(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	dir := t.TempDir()
+	src := filepath.Join(dir, "big")
+	data := make([]byte, 200<<10)
+	rand.Read(data)
+	if err := os.WriteFile(src, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(h.u.Home, "big")
+	must(t, sock, map[string]any{"op": "put", "host": h.vars, "src": src, "dst": dst}, nil)
+	got, err := os.ReadFile(dst)
+	st, _ := os.Stat(dst)
+	if err != nil || !bytes.Equal(got, data) || st.Mode().Perm() != 0o600 || st.Sys().(*syscall.Stat_t).Uid != uint32(h.u.UID) {
+		t.Fatalf("put: %v, equal %v, mode %v", err, bytes.Equal(got, data), st.Mode())
+	}
+	// A replaced file keeps its mode.
+	os.Chmod(dst, 0o640)
+	if err := os.WriteFile(src, []byte("small"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	must(t, sock, map[string]any{"op": "put", "host": h.vars, "src": src, "dst": dst}, nil)
+	if got, _ := os.ReadFile(dst); string(got) != "small" {
+		t.Errorf("replaced: %q", got)
+	}
+	if st, _ := os.Stat(dst); st.Mode().Perm() != 0o640 {
+		t.Errorf("replaced: mode %v, want 0640 kept", st.Mode())
+	}
+
+	// Fetch a 200 KiB file back.
+	remote := filepath.Join(h.u.Home, "remote")
+	if err := os.WriteFile(remote, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(dir, "fetched")
+	must(t, sock, map[string]any{"op": "fetch", "host": h.vars, "src": remote, "dst": local}, nil)
+	if got, err := os.ReadFile(local); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("fetch: %v", err)
+	}
+
+	wantKind(t, sock, map[string]any{"op": "put", "host": h.vars, "src": filepath.Join(dir, "none"), "dst": dst}, ansible.KindNotFound)
+	wantKind(t, sock, map[string]any{"op": "fetch", "host": h.vars, "src": filepath.Join(h.u.Home, "none"), "dst": local}, ansible.KindNotFound)
+}
+
+// agentPID is the pid of the agent that runs the commands: a kept
+// connection keeps it.
+func agentPID(t *testing.T, sock string, h *host, become map[string]any) string {
+	t.Helper()
+	r := must(t, sock, execReq(h, `echo $PPID`, become), nil)
+	return strings.TrimSpace(string(r.Stdout))
+}
+
+func TestReset(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	a := agentPID(t, sock, h, nil)
+	if b := agentPID(t, sock, h, nil); a != b {
+		t.Fatalf("two requests ran on agents %s and %s: the connection was not kept", a, b)
+	}
+	must(t, sock, map[string]any{"op": "reset", "host": h.vars}, nil)
+	if c := agentPID(t, sock, h, nil); c == a {
+		t.Fatalf("after reset the agent is still %s", a)
+	}
+}
+
+// Requests for one host at once dial it once.
+func TestConcurrentRequestsOneDial(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	var wg sync.WaitGroup
+	pids := make([]string, 8)
+	for i := range pids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r := call(t, sock, execReq(h, `echo $PPID`, nil), nil)
+			if r.Error != nil {
+				t.Error(r.Error)
+			}
+			pids[i] = strings.TrimSpace(string(r.Stdout))
+		}()
+	}
+	wg.Wait()
+	if n := strings.Count(h.s.Log(), "Accepted publickey for "+h.u.Name+" "); n != 1 {
+		t.Errorf("%d logins for 8 requests at once, want 1", n)
+	}
+	for _, p := range pids[1:] {
+		if p != pids[0] || p == "" {
+			t.Errorf("agents %q", pids)
+			break
+		}
+	}
+}
+
+func TestUnreachable(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	h.vars["port"] = sshtest.ClosedPort(t)
+	e := wantKind(t, sock, execReq(h, "true", nil), ansible.KindUnreachable)
+	if !strings.Contains(e.Message, "127.0.0.1") {
+		t.Errorf("message: %s", e.Message)
+	}
+	// A refused login (a key the server does not know; a password that
+	// is wrong) is unreachable too, and the password is never shown.
+	h = newHost(t)
+	h.vars["private_key_file"] = sshtest.ClientKey(t).Path
+	h.vars["password"] = "not-" + h.u.Password
+	e = wantKind(t, sock, execReq(h, "true", nil), ansible.KindUnreachable)
+	if strings.Contains(e.Message, h.vars["password"].(string)) {
+		t.Errorf("the password is in the message: %s", e.Message)
+	}
+	// An unknown host key, with host key checking on.
+	h = newHost(t)
+	h.vars["ssh_common_args"] = "-F none -o UserKnownHostsFile=/dev/null"
+	h.vars["host_key_checking"] = true
+	wantKind(t, sock, execReq(h, "true", nil), ansible.KindUnreachable)
+	// ... and accepted with it off.
+	h.vars["host_key_checking"] = false
+	must(t, sock, execReq(h, "true", nil), nil)
+}
+
+// A kept connection whose agent died is replaced by the next request.
+func TestDeadConnectionReplaced(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	pid := agentPID(t, sock, h, nil)
+	n, _ := strconv.Atoi(pid)
+	if err := exec.Command("kill", "-9", strconv.Itoa(n)).Run(); err != nil {
+		t.Fatal(err)
+	}
+	// The request that finds it dead may fail as unreachable (as
+	// Ansible's next task then reconnects), or reconnect at once.
+	for i := 0; ; i++ {
+		r := call(t, sock, execReq(h, `echo $PPID`, nil), nil)
+		if r.Error == nil {
+			if strings.TrimSpace(string(r.Stdout)) == pid {
+				t.Fatal("the dead agent still answers")
+			}
+			return
+		}
+		if r.Error.Kind != ansible.KindUnreachable || i > 0 {
+			t.Fatalf("after the agent died: %+v", r.Error)
+		}
+	}
+}
