@@ -316,6 +316,7 @@ func TestUnreachable(t *testing.T) {
 	h := newHost(t)
 	h.vars["port"] = sshtest.ClosedPort(t)
 	e := wantKind(t, sock, execReq(h, "true", nil), ansible.KindUnreachable)
+	t.Logf("unreachable: %s", e.Message)
 	if !strings.Contains(e.Message, "127.0.0.1") {
 		t.Errorf("message: %s", e.Message)
 	}
