@@ -151,7 +151,7 @@ host key failures exit with 255, like ssh.`,
 	g.conn.addFlags(pf)
 
 	root.AddCommand(newRunCmd(g), newShellCmd(g), newPingCmd(g), newInfoCmd(g), newVersionCmd(g))
-	root.AddCommand(newCpCmd(g), newForwardCmd(g), newDaemonCmd(g))
+	root.AddCommand(newCpCmd(g), newForwardCmd(g), newDaemonCmd(g), newAnsibleCmd(g))
 	return root
 }
 

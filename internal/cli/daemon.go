@@ -35,7 +35,7 @@ func newDaemonCmd(g *globals) *cobra.Command {
 	var socket, logFile string
 	var idle time.Duration
 	var readyFd int
-	var stop bool
+	var stop, ansibleEP bool
 	c := &cobra.Command{
 		Use:   "daemon [--stop]",
 		Short: "Keep connections open between commands (started by run, shell and cp --persist)",
@@ -44,7 +44,12 @@ keeping their connections and agents open between commands until none has
 run for --idle. Those commands start it by themselves when it is not
 running, on the socket of their environment; run it by hand only to watch
 its logs (-v). --stop stops the daemon of this environment (closing every
-connection it keeps) and waits until it has.`,
+connection it keeps) and waits until it has.
+
+With --ansible it serves Spindle's Ansible connection plugin instead, on
+the socket given by --socket (the plugin starts it by itself; see
+'spindle ansible install'). A daemon started while another serves the
+socket reports "ok" on --ready-fd and exits.`,
 		Example: `  spindle daemon --stop
   spindle daemon -v --idle 1h        # in the foreground, logging`,
 		Args: cobra.NoArgs,
@@ -58,6 +63,9 @@ connection it keeps) and waits until it has.`,
 			if stop {
 				return stopDaemon(g, socket)
 			}
+			if ansibleEP && !c.Flags().Changed("socket") {
+				return &usageError{cmd: "spindle daemon", err: errors.New("--ansible needs --socket: the plugin names the socket it connects to")}
+			}
 			if logFile != "" {
 				f, err := openDaemonLog(logFile)
 				if err != nil {
@@ -70,6 +78,9 @@ connection it keeps) and waits until it has.`,
 			if readyFd > 0 {
 				o.Ready = os.NewFile(uintptr(readyFd), "ready")
 			}
+			if ansibleEP {
+				return serveAnsible(g, o)
+			}
 			h := &daemonHandler{reg: daemon.NewRegistry(), logOut: g.stderr, verbose: g.verbose}
 			defer h.reg.Close()
 			return daemon.NewServer(o).Serve(&daemon.CLIEndpoint{Handle: h.handle, Log: o.Log})
@@ -80,6 +91,7 @@ connection it keeps) and waits until it has.`,
 	c.Flags().DurationVar(&idle, "idle", 10*time.Minute, "exit when no command has run for this long")
 	c.Flags().StringVar(&logFile, "log", "", "append logs to this file instead of stderr")
 	c.Flags().IntVar(&readyFd, "ready-fd", 0, "write \"ok\" (or why not) to this descriptor once serving")
+	c.Flags().BoolVar(&ansibleEP, "ansible", false, "serve the Ansible connection plugin's protocol (with --socket)")
 	c.Flags().MarkHidden("ready-fd") //nolint:errcheck // it exists
 	return c
 }
