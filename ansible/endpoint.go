@@ -49,6 +49,8 @@ type Endpoint struct {
 	// Version is the daemon's version, which a plugin stamped with
 	// another refuses; default version.Version.
 	Version string
+
+	homes homes
 }
 
 func (e *Endpoint) log() *zap.Logger {
@@ -283,7 +285,17 @@ func (e *Endpoint) withConn(ctx context.Context, r *request, stage stage, f func
 func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[string]any, []byte, []byte, *Error) {
 	var res *exec.Result
 	var out, errb bytes.Buffer
+	user, askHome := echoHomeUser(*r.Cmd)
+	askHome = askHome && r.Become == nil && len(stdin) == 0 && !r.PTY
+	var answered bool
 	rerr := e.withConn(ctx, r, stageOp, func(c *conn) (bool, error) {
+		if askHome {
+			if home, ok := e.homes.answer(ctx, c.cx, user); ok {
+				out.WriteString(home)
+				answered = true
+				return true, nil
+			}
+		}
 		p, err := exec.Start(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY})
 		if err != nil {
 			return false, err
@@ -308,6 +320,9 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 	})
 	if rerr != nil {
 		return nil, nil, nil, rerr
+	}
+	if answered {
+		return map[string]any{"rc": 0}, out.Bytes(), nil, nil
 	}
 	return map[string]any{"rc": exitStatus(res)}, out.Bytes(), errb.Bytes(), nil
 }

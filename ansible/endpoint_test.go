@@ -258,6 +258,23 @@ func TestPutFetch(t *testing.T) {
 	wantKind(t, sock, map[string]any{"op": "fetch", "host": h.vars, "src": filepath.Join(h.u.Home, "none"), "dst": local}, ansible.KindNotFound)
 }
 
+// Ansible's home directory questions get the shell's answers.
+func TestEchoHome(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	for _, cmd := range []string{"echo ~", "/bin/sh -c 'echo ~ && sleep 0'", "/bin/sh -c 'echo ~'",
+		"/bin/sh -c 'echo ~" + h.u.Name + " && sleep 0'", "echo ~root", "/bin/sh -c 'echo ~nosuchuser-x && sleep 0'"} {
+		want := must(t, sock, execReq(h, cmd+" # as sent", nil), nil)
+		for range 2 {
+			got := must(t, sock, execReq(h, cmd, nil), nil)
+			if string(got.Stdout) != string(want.Stdout) || got.RC != want.RC || len(got.Stderr) != len(want.Stderr) {
+				t.Errorf("%q: %q rc %d, the shell says %q rc %d", cmd, got.Stdout, got.RC, want.Stdout, want.RC)
+			}
+		}
+	}
+}
+
 // agentPID is the pid of the agent that runs the commands: a kept
 // connection keeps it.
 func agentPID(t *testing.T, sock string, h *host, become map[string]any) string {

@@ -69,6 +69,9 @@ func (r *Regexp) MatchString(s string) bool { return r.compiled().MatchString(s)
 // String returns the source text of the pattern.
 func (r *Regexp) String() string { return r.src }
 
+// FindStringSubmatch is regexp.Regexp's.
+func (r *Regexp) FindStringSubmatch(s string) []string { return r.compiled().FindStringSubmatch(s) }
+
 func (r *Regexp) compiled() *regexp.Regexp {
 	r.once.Do(func() { r.re = regexp.MustCompile(r.src) })
 	return r.re
