@@ -21,6 +21,7 @@ import (
 	"github.com/spindle-rpc/spindle/internal/tether"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
+	"github.com/spindle-rpc/spindle/services/modules"
 	"golang.org/x/sys/unix"
 )
 
@@ -28,6 +29,48 @@ import (
 func Register(reg *rpc.Registry) {
 	reg.Handle(MethodRun, handleRun)
 	reg.Handle(MethodStart, handleStart)
+}
+
+// joinStdinParts makes c.Stdin of c.StdinParts, storing the parts that
+// come with their bytes and fetching those named by hash from the
+// module store.
+func joinStdinParts(c *Cmd, method string) error {
+	if len(c.StdinParts) == 0 {
+		return nil
+	}
+	if len(c.Stdin) > 0 {
+		return errkind.Errorf(errkind.ErrBadArgs, "%s: Stdin and StdinParts both set", method)
+	}
+	parts := make([][]byte, len(c.StdinParts))
+	n := 0
+	for i, p := range c.StdinParts {
+		switch {
+		case p.SHA256 == nil:
+			parts[i] = p.Data
+		case p.Data != nil:
+			sum, err := modules.Default.Put(p.Data)
+			if err != nil {
+				return err
+			}
+			if !bytes.Equal(sum[:], p.SHA256) {
+				return errkind.Errorf(errkind.ErrBadArgs, "%s: stdin part %d: its bytes hash to %x, not %x", method, i, sum, p.SHA256)
+			}
+			parts[i] = p.Data
+		default:
+			data, err := modules.Default.Get(p.SHA256)
+			if err != nil {
+				return fmt.Errorf("%s: stdin part %d: %w", method, i, err)
+			}
+			parts[i] = data
+		}
+		n += len(parts[i])
+	}
+	c.Stdin = make([]byte, 0, n)
+	for _, p := range parts {
+		c.Stdin = append(c.Stdin, p...)
+	}
+	c.StdinParts = nil
+	return nil
 }
 
 // chunkSize bounds one output frame's data, and the reads from a PTY.
@@ -40,6 +83,9 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	if c.PTY {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: a PTY needs exec.Start", MethodRun)
+	}
+	if err := joinStdinParts(&c, MethodRun); err != nil {
+		return nil, err
 	}
 	limit := c.MaxOutput
 	switch {
@@ -91,6 +137,9 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 	}
 	if c.MaxOutput < 0 {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative MaxOutput", MethodStart)
+	}
+	if err := joinStdinParts(&c, MethodStart); err != nil {
+		return nil, err
 	}
 	tctx, cancel, err := withTimeout(ctx, &c, MethodStart)
 	if err != nil {

@@ -42,6 +42,14 @@ type Cmd struct {
 	// Stdin is fed to the process first (for exec.Start, before the
 	// circuit's bytes).
 	Stdin []byte `msgpack:"in,omitempty"`
+	// StdinParts, if set, are that first stdin instead (Stdin must be
+	// empty): each part's Data, or the bytes stored under its SHA256 in
+	// the agent's module store (services/modules). A part with both is
+	// stored there first, so that later calls name it by hash alone and
+	// its bytes cross the link once. A hash the store lacks fails the
+	// call before the process starts, with errkind.ErrNotFound and
+	// modules.NotStored in its text: send the part's Data again.
+	StdinParts []StdinPart `msgpack:"inp,omitempty"`
 	// Env sets variables, applied after Unset.
 	Env map[string]string `msgpack:"env,omitempty"`
 	// Unset removes variables from the starting environment.
@@ -63,6 +71,12 @@ type Cmd struct {
 	Cols uint16 `msgpack:"cols,omitempty"`
 	// Term is TERM for the PTY (default DefaultTerm). A TERM in Env wins.
 	Term string `msgpack:"term,omitempty"`
+}
+
+// StdinPart is one piece of Cmd.StdinParts.
+type StdinPart struct {
+	Data   []byte `msgpack:"d,omitempty"`
+	SHA256 []byte `msgpack:"h,omitempty"`
 }
 
 // Result is the reply of exec.Run and exec.Start.

@@ -1,0 +1,61 @@
+package exec
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/services/modules"
+)
+
+// Stdin made of parts: bytes, a stored payload named by hash, bytes; a
+// payload sent once is named by hash after; one the store lacks fails
+// the call before anything runs.
+func TestStdinParts(t *testing.T) {
+	payload := make([]byte, 100<<10)
+	rand.Read(payload)
+	sum := sha256.Sum256(payload)
+	ctx := context.Background()
+	marker := t.TempDir() + "/ran"
+
+	// Named before it was sent: refused, and the command did not run.
+	_, err := runDirect(t, ctx, Cmd{Shell: "touch " + marker + "; cat", StdinParts: []StdinPart{{SHA256: sum[:]}}})
+	if !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), modules.NotStored) {
+		t.Fatalf("a hash not stored: %v", err)
+	}
+	if res, _ := runDirect(t, ctx, Cmd{Argv: []string{"test", "-e", marker}}); res.ExitCode == 0 {
+		t.Fatal("the command ran although its stdin could not be made")
+	}
+
+	// Sent with its bytes: stored, and used.
+	want := "head" + string(payload) + "tail"
+	res, err := runDirect(t, ctx, Cmd{Argv: []string{"cat"}, StdinParts: []StdinPart{{Data: []byte("head")}, {Data: payload, SHA256: sum[:]}, {Data: []byte("tail")}}})
+	if err != nil || string(res.Stdout) != want {
+		t.Fatalf("with the bytes: %v, %d bytes out", err, len(res.Stdout))
+	}
+	// Named by hash alone, through exec.Start too.
+	p, err := Start(ctx, newLocalCaller(), Cmd{Argv: []string{"cat"}, StdinParts: []StdinPart{{Data: []byte("head")}, {SHA256: sum[:]}, {Data: []byte("tail")}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin().Close()
+	var out strings.Builder
+	if err := p.CopyOutput(&out, nil); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := p.Wait(); err != nil || res.ExitCode != 0 || out.String() != want {
+		t.Fatalf("by hash: %v, %d bytes out", err, out.Len())
+	}
+
+	// Bytes that are not what the hash says, and both Stdin and parts.
+	if _, err := runDirect(t, ctx, Cmd{Argv: []string{"cat"}, StdinParts: []StdinPart{{Data: []byte("x"), SHA256: sum[:]}}}); !errors.Is(err, errkind.ErrBadArgs) {
+		t.Errorf("a wrong hash: %v", err)
+	}
+	if _, err := runDirect(t, ctx, Cmd{Argv: []string{"cat"}, Stdin: []byte("x"), StdinParts: []StdinPart{{Data: []byte("y")}}}); !errors.Is(err, errkind.ErrBadArgs) {
+		t.Errorf("Stdin and parts: %v", err)
+	}
+}

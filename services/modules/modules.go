@@ -1,0 +1,115 @@
+// Package modules is the agent's store of what the controller ships by
+// content: an Ansible module's zip today, more later. Each entry is kept
+// in RAM under its sha256, the least recently used ones evicted past a
+// bound, so that a payload sent once can be named by its hash in every
+// later call on the same agent (exec's stdin parts, package exec) instead
+// of crossing the link again.
+//
+// A caller keeps track of what it sent, and sends the bytes again when
+// the agent says it does not have them (evicted, or a new agent): the
+// store is a cache, never the only copy.
+package modules
+
+import (
+	"container/list"
+	"crypto/sha256"
+	"fmt"
+	"sync"
+
+	"github.com/spindle-rpc/spindle/errkind"
+)
+
+// DefaultMax bounds the agent's store (Default).
+const DefaultMax = 64 << 20
+
+// NotStored is in the text of the error for a hash the store does not
+// hold: the error crosses the wire as errkind.ErrNotFound with its text,
+// by which a caller tells it from other missing things.
+const NotStored = "not in the agent's module store"
+
+// Store is a bounded content-addressed store; safe for concurrent use.
+type Store struct {
+	max int64
+
+	mu   sync.Mutex
+	size int64
+	lru  *list.List // of *entry, most recently used first
+	m    map[[sha256.Size]byte]*list.Element
+}
+
+type entry struct {
+	sum  [sha256.Size]byte
+	data []byte
+}
+
+// NewStore returns an empty store of at most max bytes.
+func NewStore(max int64) *Store {
+	return &Store{max: max, lru: list.New(), m: map[[sha256.Size]byte]*list.Element{}}
+}
+
+// Default is the agent's store.
+var Default = NewStore(DefaultMax)
+
+// Put stores data under its sha256, evicting the least recently used
+// entries to make room, and returns the hash. data is kept: the caller
+// must not change it. Data larger than the whole store is refused with
+// errkind.ErrTooLarge.
+func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
+	sum := sha256.Sum256(data)
+	if int64(len(data)) > s.max {
+		return sum, errkind.Errorf(errkind.ErrTooLarge, "modules: %d bytes do not fit in the module store of %d bytes: send them with the call instead", len(data), s.max)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if el, ok := s.m[sum]; ok {
+		s.lru.MoveToFront(el)
+		return sum, nil
+	}
+	for s.size+int64(len(data)) > s.max {
+		old := s.lru.Back()
+		e := old.Value.(*entry)
+		s.lru.Remove(old)
+		delete(s.m, e.sum)
+		s.size -= int64(len(e.data))
+	}
+	s.m[sum] = s.lru.PushFront(&entry{sum: sum, data: data})
+	s.size += int64(len(data))
+	return sum, nil
+}
+
+// Get returns the data stored under sum, or an errkind.ErrNotFound whose
+// text holds NotStored.
+func (s *Store) Get(sum []byte) ([]byte, error) {
+	var k [sha256.Size]byte
+	if len(sum) != len(k) {
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "modules: a sha256 has %d bytes, not %d", len(k), len(sum))
+	}
+	copy(k[:], sum)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	el, ok := s.m[k]
+	if !ok {
+		return nil, errkind.Errorf(errkind.ErrNotFound, "modules: sha256 %x is %s (evicted, or a new agent): send it again", sum, NotStored)
+	}
+	s.lru.MoveToFront(el)
+	return el.Value.(*entry).data, nil
+}
+
+// Len and Size are the entries held and their bytes.
+func (s *Store) Len() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.m)
+}
+
+// Size is the bytes held.
+func (s *Store) Size() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.size
+}
+
+// String describes the store for logs.
+func (s *Store) String() string {
+	return fmt.Sprintf("module store: %d entries, %d of %d bytes", s.Len(), s.Size(), s.max)
+}
