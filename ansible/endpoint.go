@@ -3,11 +3,13 @@ package ansible
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -18,6 +20,7 @@ import (
 	"github.com/spindle-rpc/spindle/hostvars"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/fs"
+	"github.com/spindle-rpc/spindle/services/modules"
 	"github.com/spindle-rpc/spindle/target"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -51,6 +54,7 @@ type Endpoint struct {
 	Version string
 
 	homes homes
+	zips  storedZips
 }
 
 func (e *Endpoint) log() *zap.Logger {
@@ -285,6 +289,8 @@ func (e *Endpoint) withConn(ctx context.Context, r *request, stage stage, f func
 func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[string]any, []byte, []byte, *Error) {
 	var res *exec.Result
 	var out, errb bytes.Buffer
+	prefix, zip, suffix, zipped := splitAnsiballz(stdin)
+	zipped = zipped && !r.PTY
 	user, askHome := echoHomeUser(*r.Cmd)
 	askHome = askHome && r.Become == nil && len(stdin) == 0 && !r.PTY
 	var answered bool
@@ -296,27 +302,10 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 				return true, nil
 			}
 		}
-		p, err := exec.Start(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY})
-		if err != nil {
-			return false, err
+		if zipped {
+			return e.execAnsiballz(ctx, c.cx, *r.Cmd, prefix, zip, suffix, &out, &errb, &res)
 		}
-		var wg sync.WaitGroup
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w := p.Stdin()
-			w.Write(stdin) //nolint:errcheck // a command that exits early need not read it all
-			w.Close()
-		}()
-		out.Reset()
-		errb.Reset()
-		cerr := p.CopyOutput(&out, &errb)
-		res, err = p.Wait()
-		wg.Wait()
-		if err == nil {
-			err = cerr
-		}
-		return true, err
+		return e.run(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY}, stdin, &out, &errb, &res)
 	})
 	if rerr != nil {
 		return nil, nil, nil, rerr
@@ -325,6 +314,52 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 		return map[string]any{"rc": 0}, out.Bytes(), nil, nil
 	}
 	return map[string]any{"rc": exitStatus(res)}, out.Bytes(), errb.Bytes(), nil
+}
+
+// run runs cmd on cx with stdin (sent on the call's circuit) and
+// collects its output; started says whether the command may have run.
+func (e *Endpoint) run(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, stdin []byte, out, errb *bytes.Buffer, res **exec.Result) (started bool, err error) {
+	p, err := exec.Start(ctx, cx, cmd)
+	if err != nil {
+		return false, err
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		w := p.Stdin()
+		w.Write(stdin) //nolint:errcheck // a command that exits early need not read it all
+		w.Close()
+	}()
+	out.Reset()
+	errb.Reset()
+	cerr := p.CopyOutput(out, errb)
+	*res, err = p.Wait()
+	wg.Wait()
+	if err == nil {
+		err = cerr
+	}
+	return true, err
+}
+
+// execAnsiballz runs cmd with an AnsiballZ payload's stdin, its zip
+// named by hash when cx's agent has it, sent with it otherwise (and
+// again if the agent lost it).
+func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd string, prefix, zip, suffix []byte, out, errb *bytes.Buffer, res **exec.Result) (bool, error) {
+	sum := sha256.Sum256(zip)
+	for attempt := 0; ; attempt++ {
+		withZip := attempt > 0 || !e.zips.has(cx, sum)
+		started, err := e.run(ctx, cx, exec.Cmd{Shell: cmd, StdinParts: stdinParts(prefix, zip, suffix, sum, withZip)}, nil, out, errb, res)
+		if err == nil {
+			e.zips.set(cx, sum, true)
+			return true, nil
+		}
+		if withZip || !strings.Contains(err.Error(), modules.NotStored) || !errors.Is(err, errkind.ErrNotFound) {
+			return started, err
+		}
+		// Evicted from the agent's store: nothing ran; send it along.
+		e.zips.set(cx, sum, false)
+	}
 }
 
 // exitStatus is a command's status as a shell reports it: 128+N for a

@@ -4,6 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"os"
@@ -272,6 +275,47 @@ func TestEchoHome(t *testing.T) {
 				t.Errorf("%q: %q rc %d, the shell says %q rc %d", cmd, got.Stdout, got.RC, want.Stdout, want.RC)
 			}
 		}
+	}
+}
+
+// 20 runs of one pipelined AnsiballZ payload (the zip the same, the task
+// part not) send the zip to the agent once, and each command gets its
+// stdin byte for byte. The bytes are counted on the SSH connection.
+func TestAnsiballzZipSentOnce(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	proxy := sshtest.StartProxy(t, h.s.Addr(), 0)
+	h.vars["port"] = proxy.Port()
+	h.vars["host_key_checking"] = false // known_hosts names sshd's port
+	raw := make([]byte, 96<<10)
+	rand.Read(raw)
+	zip := base64.StdEncoding.EncodeToString(raw)
+	for _, become := range []map[string]any{nil, {"method": "sudo"}} {
+		if become != nil {
+			sudoers(t, h.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+		}
+		agentPID(t, sock, h, become) // connected
+		before, _ := proxy.Forwarded()
+		const runs = 20
+		wrapper := 0
+		for i := range runs {
+			p := []byte("#!/usr/bin/python3\n_ANSIBALLZ_WRAPPER = True\ndef _ansiballz_main():\n    ZIPDATA = \"\"\"" + zip +
+				"\"\"\"\n    date_time = " + strconv.Itoa(i) + "\n" + strings.Repeat("# wrapper code\n", 300))
+			wrapper = len(p) - len(zip)
+			sum := sha256.Sum256(p)
+			r := must(t, sock, execReq(h, "/bin/sh -c 'sha256sum && sleep 0'", become), p)
+			if got := strings.Fields(string(r.Stdout)); len(got) == 0 || got[0] != hex.EncodeToString(sum[:]) {
+				t.Fatalf("run %d: the command read other bytes: %q", i, r.Stdout)
+			}
+		}
+		up, _ := proxy.Forwarded()
+		read := up - before
+		// The zip once, the wrappers each time, and a few KiB per call.
+		if limit := int64(len(zip) + runs*(wrapper+8<<10)); read > limit {
+			t.Errorf("become %v: %d bytes sent for %d runs of a %d-byte zip: more than %d, so the zip crossed more than once", become, read, runs, len(zip), limit)
+		}
+		t.Logf("become %v: %d runs of a %d-byte zip and a %d-byte wrapper: %d bytes sent", become, runs, len(zip), wrapper, read)
 	}
 }
 

@@ -1,0 +1,51 @@
+package ansible
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/base64"
+	"strings"
+	"testing"
+)
+
+// payload is an AnsiballZ-like wrapper with a zip of n random bytes in
+// the form of one ansible-core generation (open, close).
+func payload(n int, open, close, taskVars string) (full []byte, zip string) {
+	raw := make([]byte, n)
+	rand.Read(raw)
+	zip = base64.StdEncoding.EncodeToString(raw)
+	return []byte("#!/usr/bin/python3\n# -*- coding: utf-8 -*-\n_ANSIBALLZ_WRAPPER = True # For test-module.py\n" +
+		"def _ansiballz_main():\n    " + open + zip + close + "\n    # ZIPDATA is written out\n" + taskVars + "\n"), zip
+}
+
+func TestSplitAnsiballz(t *testing.T) {
+	for _, f := range []struct{ open, close string }{
+		{`ZIPDATA = """`, `"""`},                             // 2.14-2.15
+		{`ZIPDATA = '`, `'`},                                 // 2.16-2.18
+		{`_ansiballz_main(zip_data='`, `', module_fqn='x')`}, // 2.19+
+	} {
+		p, zip := payload(8<<10, f.open, f.close, "date_time=2026")
+		prefix, z, suffix, ok := splitAnsiballz(p)
+		if !ok || string(z) != zip || !bytes.Equal(append(append(append([]byte{}, prefix...), z...), suffix...), p) {
+			t.Errorf("%s: not split (ok %v)", f.open, ok)
+		}
+	}
+	good, _ := payload(8<<10, `ZIPDATA = """`, `"""`, "")
+	for name, p := range map[string][]byte{
+		"no shebang":    good[2:],
+		"no marker":     bytes.Replace(good, []byte("_ANSIBALLZ_WRAPPER = True"), []byte("_WRAPPER = True"), 1),
+		"two zips":      append(append([]byte{}, good...), []byte(`ZIPDATA = """QUFB"""`)...),
+		"two forms":     append(append([]byte{}, good...), []byte(`zip_data='QUFB'`)...),
+		"not base64":    bytes.Replace(good, []byte(`ZIPDATA = """`), []byte(`ZIPDATA = """ $`), 1),
+		"unterminated":  good[:len(good)-60],
+		"small zip":     []byte("#!/x\n_ANSIBALLZ_WRAPPER = True\nZIPDATA = \"\"\"QUFB\"\"\"\n"),
+		"plain command": []byte("echo hi"),
+	} {
+		if _, _, _, ok := splitAnsiballz(p); ok {
+			t.Errorf("%s: taken for a payload", name)
+		}
+	}
+	if _, _, _, ok := splitAnsiballz([]byte(strings.Repeat("x", 10))); ok {
+		t.Error("x")
+	}
+}
