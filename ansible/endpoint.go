@@ -256,11 +256,18 @@ func (e *Endpoint) connect(ctx context.Context, r *request) (*conn, *Error) {
 		// The host's context keeps one child per connector and options
 		// (password included), and starts it once for concurrent asks.
 		if c.cx, err = kept.Context.Connect(ctx, bc); err != nil {
+			if reused && errors.Is(err, errkind.ErrDisconnected) {
+				// The kept connection died since: the caller retries.
+				return c, &Error{Kind: KindUnreachable, Message: errDeadKept}
+			}
 			return nil, classify(stageBecome, err, r.Host, r.Become)
 		}
 	}
 	return c, nil
 }
+
+// errDeadKept marks connect's error for a kept connection found dead.
+const errDeadKept = "the kept connection died"
 
 // withConn runs f on r's connection; when a kept connection turns out to
 // have died before f could start anything (f's error is
@@ -268,7 +275,15 @@ func (e *Endpoint) connect(ctx context.Context, r *request) (*conn, *Error) {
 func (e *Endpoint) withConn(ctx context.Context, r *request, stage stage, f func(c *conn) (started bool, err error)) *Error {
 	for attempt := 0; ; attempt++ {
 		c, cerr := e.connect(ctx, r)
+		if cerr != nil && c != nil && attempt == 0 {
+			e.log().Info("ansible: kept connection lost", zap.String("host", r.Host.Name))
+			e.Registry.Drop(c.key, c.kept)
+			continue
+		}
 		if cerr != nil {
+			if c != nil {
+				cerr.Message = fmt.Sprintf("%s: the connection was lost twice while starting %s on it", c.kept.Context.Name(), r.Become.Method)
+			}
 			return cerr
 		}
 		started, err := f(c)

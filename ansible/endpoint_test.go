@@ -405,6 +405,28 @@ func TestDeadConnectionReplaced(t *testing.T) {
 	sshtest.Require(t)
 	sock := startDaemon(t)
 	h := newHost(t)
+	sudoers(t, h.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+	root := map[string]any{"method": "sudo"}
+	before := agentPID(t, sock, h, root)
+	hostAgent := strings.TrimSpace(string(must(t, sock, execReq(h, "echo $PPID", nil), nil).Stdout))
+	if err := exec.Command("kill", "-9", hostAgent).Run(); err != nil {
+		t.Fatal(err)
+	}
+	// A become request starts over (a new connection, a new child), at
+	// once or after one failure as unreachable.
+	for i := 0; ; i++ {
+		r := call(t, sock, execReq(h, `echo $PPID`, root), nil)
+		if r.Error == nil {
+			if strings.TrimSpace(string(r.Stdout)) == before {
+				t.Fatalf("the become child %s outlived its host's agent", before)
+			}
+			break
+		}
+		if r.Error.Kind != ansible.KindUnreachable || i > 0 {
+			t.Fatalf("after the agent died: %+v", r.Error)
+		}
+	}
+
 	pid := agentPID(t, sock, h, nil)
 	n, _ := strconv.Atoi(pid)
 	if err := exec.Command("kill", "-9", strconv.Itoa(n)).Run(); err != nil {
