@@ -122,7 +122,7 @@ func (e *Endpoint) reply(conn net.Conn, head map[string]any, out, errb []byte, r
 	if head == nil {
 		head = map[string]any{}
 	}
-	if len(out) > 0 || len(errb) > 0 {
+	if _, isExec := head["rc"]; isExec || len(out) > 0 || len(errb) > 0 {
 		head["stdout_len"], head["stderr_len"] = len(out), len(errb)
 	}
 	if err := wire.WriteResponse(conn, head, out, errb); err != nil {

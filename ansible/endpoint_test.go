@@ -208,6 +208,17 @@ func TestExecExactBytes(t *testing.T) {
 	if !strings.Contains(string(r.Stdout), "tty") {
 		t.Errorf("pty: %q", r.Stdout)
 	}
+	// Empty output still has its lengths.
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	wire.WriteRequest(c, map[string]any{"v": 1, "op": "exec", "host": h.vars, "cmd": "true"}, nil)
+	res, err := wire.ReadResponse(c, 0)
+	if err != nil || !bytes.Contains(res.Header, []byte(`"stdout_len":0`)) || !bytes.Contains(res.Header, []byte(`"stderr_len":0`)) {
+		t.Errorf("empty output: %s, %v", res.Header, err)
+	}
 	// A signal's death is the shell's 128+N.
 	r = must(t, sock, execReq(h, `kill -9 $$`, nil), nil)
 	if r.RC != 137 {
