@@ -70,6 +70,9 @@ func stop(t *testing.T, s *Server, served chan error) {
 	if _, err := os.Stat(s.o.Socket + ".pid"); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the pid file outlived the daemon: %v", err)
 	}
+	if _, err := os.Stat(s.o.Socket + ".lock"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the lock file outlived the daemon: %v", err)
+	}
 }
 
 // A CLI request: the handler reads stdin, asks the client's user, writes

@@ -97,21 +97,16 @@ func (s *Server) Serve(ep Endpoint) error {
 	// the earlier one's socket as stale, and the earlier one, when it
 	// exits, the later one's. The lock is held for the daemon's life;
 	// the loser waits for the winner to listen, and is "busy".
-	lock, err := lockSocket(socket)
+	lock, busy, err := lockOrWait(socket)
 	if err != nil {
 		say(err.Error())
 		return err
 	}
-	if lock == nil {
-		if waitServed(socket) {
-			say("busy")
-			return nil
-		}
-		err := fmt.Errorf("another daemon holds %s.lock but does not serve %s", socket, socket)
-		say(err.Error())
-		return err
+	if busy {
+		say("busy")
+		return nil
 	}
-	defer lock.Close()
+	defer unlock(lock)
 	ln, err := tunnel.ListenUnixPrivate(socket)
 	if err != nil {
 		say(err.Error())
@@ -172,36 +167,56 @@ func (s *Server) Serve(ep Endpoint) error {
 }
 
 // lockSocket takes the lock of socket's daemon (socket+".lock", flock),
-// or returns nil when another daemon holds it.
+// or returns nil when another daemon holds it. The daemon removes the
+// file when it exits, before releasing the lock: a lock taken on a file
+// removed meanwhile is no lock, and is taken again on the new one.
 func lockSocket(socket string) (*os.File, error) {
-	f, err := os.OpenFile(socket+".lock", os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return nil, err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, nil
+	path := socket + ".lock"
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+		if err != nil {
+			return nil, err
 		}
-		return nil, fmt.Errorf("lock %s.lock: %w", socket, err)
+		if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+			f.Close()
+			if errors.Is(err, syscall.EWOULDBLOCK) {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("lock %s: %w", path, err)
+		}
+		held, err1 := f.Stat()
+		now, err2 := os.Stat(path)
+		if err1 == nil && err2 == nil && os.SameFile(held, now) {
+			return f, nil
+		}
+		f.Close()
 	}
-	return f, nil
+}
+
+// unlock removes the lock file, then releases the lock.
+func unlock(f *os.File) {
+	os.Remove(f.Name())
+	f.Close()
 }
 
 // ServeWait bounds how long a daemon that lost the start waits for the
 // winner to listen.
 var ServeWait = 10 * time.Second
 
-// waitServed waits until a daemon accepts connections on socket.
-func waitServed(socket string) bool {
+// lockOrWait takes socket's lock, or waits until another daemon serves
+// socket (busy), or takes the lock once that daemon exits instead.
+func lockOrWait(socket string) (lock *os.File, busy bool, err error) {
 	deadline := time.Now().Add(ServeWait)
 	for {
+		if lock, err = lockSocket(socket); lock != nil || err != nil {
+			return lock, false, err
+		}
 		if c, err := net.Dial("unix", socket); err == nil {
 			c.Close()
-			return true
+			return nil, true, nil
 		}
 		if time.Now().After(deadline) {
-			return false
+			return nil, false, fmt.Errorf("another daemon holds %s.lock but has not served %s for %s", socket, socket, ServeWait)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
