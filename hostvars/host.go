@@ -41,7 +41,9 @@ type Host struct {
 	// "bastion", "admin@bastion:2222,sudo".
 	Via string `json:"via"`
 	// Target replaces the host's own SSH hop (ansible_spindle_target):
-	// "docker:app1", "sudo:app". The chain is then Via + Target.
+	// "docker:app1", "sudo:app". The chain is then Via + Target, and
+	// User and Port (which name the host's own SSH hop) are not used:
+	// an SSH hop in Target names its own ("ssh:deploy@web1:2222").
 	Target string `json:"target"`
 }
 
