@@ -352,6 +352,27 @@ func TestReset(t *testing.T) {
 	}
 }
 
+// ansible_spindle_via: the host is dialled by the bastion's agent, and
+// ansible_spindle_target makes a become hop the host itself.
+func TestViaAndTarget(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	h.vars["via"] = fmt.Sprintf("ssh:%s@127.0.0.1:%d", h.u.Name, h.s.Port)
+	r := must(t, sock, execReq(h, "id -un; echo $SSH_CONNECTION", nil), nil)
+	if lines := strings.Split(string(r.Stdout), "\n"); lines[0] != h.u.Name || !strings.HasPrefix(lines[1], "127.0.0.1 ") {
+		t.Fatalf("through the bastion: %q", r.Stdout)
+	}
+	if n := strings.Count(h.s.Log(), "Accepted publickey for "+h.u.Name+" "); n != 2 {
+		t.Errorf("%d logins, want 2: the bastion, and the host from the bastion's agent", n)
+	}
+	sudoers(t, h.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+	h.vars["target"] = "sudo:root"
+	if r := must(t, sock, execReq(h, "id -u", nil), nil); strings.TrimSpace(string(r.Stdout)) != "0" {
+		t.Errorf("via the bastion, then sudo as the host: %q", r.Stdout)
+	}
+}
+
 // Requests for one host at once dial it once.
 func TestConcurrentRequestsOneDial(t *testing.T) {
 	sshtest.Require(t)
