@@ -2,10 +2,18 @@ package ansible
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/base64"
+	"os"
 	"strings"
 	"testing"
+
+	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/daemon"
+	"github.com/spindle-rpc/spindle/hostvars"
+	"go.uber.org/zap"
 )
 
 // payload is an AnsiballZ-like wrapper with a zip of n random bytes in
@@ -47,5 +55,36 @@ func TestSplitAnsiballz(t *testing.T) {
 	}
 	if _, _, _, ok := splitAnsiballz([]byte(strings.Repeat("x", 10))); ok {
 		t.Error("x")
+	}
+}
+
+// A zip the endpoint believes stored but the agent lacks (evicted, a
+// new agent) is sent again, and the command runs once, on the right
+// stdin.
+func TestAnsiballzResentWhenLost(t *testing.T) {
+	reg := daemon.NewRegistry()
+	defer reg.Close()
+	e := &Endpoint{Registry: reg, NewController: func() (*spindle.Controller, *zap.Logger) {
+		return spindle.NewController(spindle.Options{}), nil
+	}}
+	ctx := context.Background()
+	marker := t.TempDir() + "/runs"
+	cmd := "cat >/dev/null; echo x >> " + marker + "; echo ran"
+	r := &request{Host: &hostvars.Host{Name: "here", Target: "local"}, Cmd: &cmd}
+	c, cerr := e.connect(ctx, r)
+	if cerr != nil {
+		t.Fatal(cerr)
+	}
+	p, zip := payload(16<<10, `zip_data='`, `'`, "")
+	e.zips.set(c.cx, sha256.Sum256([]byte(zip)), true) // but never sent
+	head, out, _, rerr := e.exec(ctx, r, p)
+	if rerr != nil || head["rc"] != 0 || string(out) != "ran\n" {
+		t.Fatalf("%v %q %v", head, out, rerr)
+	}
+	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+		t.Errorf("the command ran %d times", strings.Count(string(b), "x"))
+	}
+	if !e.zips.has(c.cx, sha256.Sum256([]byte(zip))) {
+		t.Error("the zip sent again is not remembered")
 	}
 }
