@@ -38,6 +38,13 @@ options:
     type: string
     vars:
       - name: inventory_hostname
+  delegate_to:
+    description:
+      - The task's delegate_to keyword. When set it names the host instead of
+        inventory_hostname, which Ansible keeps as the original host's.
+    type: string
+    keyword:
+      - name: delegate_to
   port:
     description: Remote port to connect to.
     type: int
@@ -404,7 +411,7 @@ class Connection(ConnectionBase):
         checking = None if self._opt("host_key_checking", True) else False
         password = self._opt("password") or getattr(self._play_context, "password", None)
         return {
-            "name": self._opt("spindle_name") or address,
+            "name": self._opt("delegate_to") or self._opt("spindle_name") or address,
             "address": address or None,
             "port": port,
             "user": self._opt("remote_user") or None,

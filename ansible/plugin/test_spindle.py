@@ -396,6 +396,15 @@ class HostOptionsTest(PluginTest):
         for key in ("port", "user", "password", "private_key_file", "via", "target", "host_key_checking"):
             self.assertIsNone(host[key], key)
 
+    def test_delegate_to_names_the_host(self) -> None:
+        # Ansible keeps inventory_hostname as the original host's when it
+        # delegates; the address and user are the delegate's.
+        daemon = self.fake()
+        conn = self.connection({"ansible_host": "10.0.0.9"}, task_keys={"delegate_to": "db1"})
+        conn.exec_command("true")
+        host = daemon.requests[0][0]["host"]
+        self.assertEqual((host["name"], host["address"]), ("db1", "10.0.0.9"))
+
     def test_task_keywords_and_environment(self) -> None:
         daemon = self.fake()
         os.environ["ANSIBLE_SSH_ARGS"] = "-F /etc/ssh/other_config"
