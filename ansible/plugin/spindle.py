@@ -277,8 +277,10 @@ STOP_TIMEOUT = 10.0
 NATIVE_BECOME = ("sudo", "su", "doas")
 
 # Become methods whose command reads the password from stdin when its flags
-# ask for it (sudo -S), so a fallback can feed it before the payload.
-STDIN_PASSWORD_BECOME = ("sudo", "dzdo", "sudosu")
+# ask for it (sudo -S), so a fallback can feed it before the payload; su
+# reads it from stdin whenever stdin is not a terminal.
+STDIN_FLAG_BECOME = ("sudo", "dzdo", "sudosu")
+STDIN_BECOME = ("su",)
 
 
 class DaemonDied(Exception):
@@ -510,10 +512,11 @@ class Connection(ConnectionBase):
         plugin = self.become
         if not sudoable or plugin is None or not getattr(plugin, "success", "") or plugin.success not in cmd:
             return b""
-        if short_become_name(plugin) not in STDIN_PASSWORD_BECOME or not plugin.expect_prompt():
+        name = short_become_name(plugin)
+        if not plugin.expect_prompt() or name not in STDIN_FLAG_BECOME + STDIN_BECOME:
             return b""
         flags = self._become_opt(plugin, "become_flags") or ""
-        if not any(f == "--stdin" or re.match(r"^-[A-Za-z]*S", f) for f in shlex.split(flags)):
+        if name in STDIN_FLAG_BECOME and not any(f == "--stdin" or re.match(r"^-[A-Za-z]*S", f) for f in shlex.split(flags)):
             return b""
         password = self._become_opt(plugin, "become_pass")
         return str(password).encode("utf-8", "surrogateescape") + b"\n"
@@ -527,6 +530,9 @@ class Connection(ConnectionBase):
         if isinstance(prompt, str) and prompt:
             stderr = stderr.replace(prompt.encode("utf-8"), b"", 1)
             stdout = stdout.replace(prompt.encode("utf-8"), b"", 1)
+        elif prompt and plugin.check_password_prompt(stderr):
+            # su's localised "Password: ", written with no newline after it.
+            stderr = re.sub(rb"^[^\n]*?(?::|\xef\xbc\x9a) ?", b"", stderr, count=1)
         marker = plugin.success.encode("utf-8")
         lines = stdout.splitlines(True)
         for i, line in enumerate(lines):

@@ -512,6 +512,24 @@ class BecomeTest(PluginTest):
         self.assertEqual((rc, out, err), (0, b'{"ok": 1}\n', b"warning\n"))
         self.assertIsNone(daemon.requests[0][0]["become"])
 
+    def test_fallback_su_reads_the_password_from_stdin(self) -> None:
+        def su(header: dict, body: bytes) -> bytes:
+            marker = header["cmd"].split("echo ")[1].split(" ;")[0]
+            self.assertEqual(body, BECOME_PASSWORD.encode() + b"\n")
+            return response({"rc": 0}, marker.encode() + b"\nroot\n", b"Password: warning\n")
+
+        self.fake(su)
+        conn = self.connection({"ansible_spindle_become_native": False})
+        self.become(conn, "su", ansible_become_password=BECOME_PASSWORD)
+        self.assertEqual(conn.exec_command(self.ansible_command(conn, "id -un")), (0, b"root\n", b"warning\n"))
+
+    def test_fallback_sudo_without_S_gets_no_password(self) -> None:
+        daemon = self.fake()
+        conn = self.connection({"ansible_spindle_become_native": False})
+        self.become(conn, ansible_become_password=BECOME_PASSWORD, ansible_become_flags="-H")
+        conn.exec_command(self.ansible_command(conn, "id"), in_data=b"payload")
+        self.assertEqual(daemon.requests[0][1], b"payload")
+
     def test_fallback_sudo_wrong_and_missing_password(self) -> None:
         answers = [b"Sorry, try again.\nsudo: 3 incorrect password attempts\n", b"sudo: a password is required\n"]
         self.fake(lambda h, b: response({"rc": 1}, b"", answers.pop(0)))
