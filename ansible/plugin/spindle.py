@@ -576,11 +576,12 @@ class Connection(ConnectionBase):
                 w2 = os.dup(w)
                 os.close(w)
                 w = w2
+            # The pipe first: w may be 0-2 in a process started without them.
             actions = [
+                (os.POSIX_SPAWN_DUP2, w, 3),
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 1, os.devnull, os.O_WRONLY, 0),
                 (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
-                (os.POSIX_SPAWN_DUP2, w, 3),
             ]
             try:
                 pid = os.posix_spawn(binary, argv, os.environ, file_actions=actions, setsid=True)
