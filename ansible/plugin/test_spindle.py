@@ -258,13 +258,11 @@ class PluginTest(unittest.TestCase):
 
 class FramingTest(PluginTest):
     def test_request_is_length_header_then_body(self) -> None:
-        conn = self.connection()
         frame = self.mod.encode_request({"op": "exec"}, b"abc")
         (n,) = struct.unpack(">I", frame[:4])
         self.assertEqual(json.loads(frame[4 : 4 + n]), {"op": "exec", "stdin_len": 3})
         self.assertEqual(frame[4 + n :], b"abc")
         self.assertNotIn(b"stdin_len", self.mod.encode_request({"op": "exec"}))
-        del conn
 
     def test_exec_round_trip_returns_bytes_as_produced(self) -> None:
         def handler(header: dict, body: bytes) -> bytes:
@@ -309,6 +307,7 @@ class FramingTest(PluginTest):
         src = os.path.join(self.tmp.name, "src.txt")
         with open(src, "w") as f:
             f.write("x")
+        self.addCleanup(os.chdir, os.getcwd())
         os.chdir(self.tmp.name)
         conn.put_file("src.txt", "/remote/dst.txt")
         conn.fetch_file("/remote/file", "fetched/file")
