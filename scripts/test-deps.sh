@@ -21,7 +21,9 @@ set -euo pipefail
 # systemd: its systemd-run answers the machinectl connector's test for a
 # machine that does not exist (the rest of that connector's start-up runs
 # through a stand-in: there is no booted systemd-nspawn machine in CI).
-packages=(git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd podman lxc systemd)
+# ansible-core: the Ansible connection plugin's unit tests (ansible/plugin)
+# import it, with the system's /usr/bin/python3.
+packages=(ansible-core git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd podman lxc systemd)
 
 # The container tests (integration/containers_test.go, connectors/setns)
 # also need a running Docker engine; it is not installed here.
