@@ -22,8 +22,12 @@ set -euo pipefail
 # machine that does not exist (the rest of that connector's start-up runs
 # through a stand-in: there is no booted systemd-nspawn machine in CI).
 # ansible-core: the Ansible connection plugin's unit tests (ansible/plugin)
-# import it, with the system's /usr/bin/python3.
-packages=(ansible-core git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd podman lxc systemd)
+# import it, with the system's /usr/bin/python3; and it is Debian 12's
+# 2.14, the oldest controller the Ansible integration tests
+# (integration/ansible) run. ansible: the collections, whose
+# community.general has the doas become plugin; acl: its setfacl lets
+# Ansible hand temporary files to an unprivileged become user.
+packages=(ansible-core ansible acl git gzip zstd procps iproute2 debootstrap openssh-server openssh-client zsh fish tcsh dash busybox-static sudo opendoas util-linux passwd podman lxc systemd)
 
 # The container tests (integration/containers_test.go, connectors/setns)
 # also need a running Docker engine; it is not installed here.
@@ -31,12 +35,31 @@ if ! command -v docker >/dev/null || ! docker version >/dev/null 2>&1; then
 	echo "!!! test-deps: no working docker: the container tests will be SKIPPED (and FAIL under CI=true)." >&2
 fi
 
+# The Ansible tests' newer controllers (ansible-core from Debian trixie
+# and sid) are Docker images that scripts/test-ansible-controller.sh
+# builds with debootstrap: about five minutes each the first time, then
+# cached by recipe. Both start here in the background, so that they
+# overlap the build and the other suites; the tests wait for them (the
+# script's lock) when they get there. Their logs are in $TMPDIR.
+start_controller_builds() {
+	local suite here log
+	here=$(dirname "${BASH_SOURCE[0]}")
+	command -v docker >/dev/null && docker version >/dev/null 2>&1 || return 0
+	[ "$(id -u)" -eq 0 ] && command -v debootstrap >/dev/null || return 0
+	for suite in trixie sid; do
+		log="${TMPDIR:-/tmp}/spindle-ansible-controller-$suite.log"
+		nohup "$here/test-ansible-controller.sh" "$suite" >"$log" 2>&1 </dev/null &
+		echo "test-deps: the ansible-core controller image for $suite builds in the background (or is cached): $log"
+	done
+}
+
 missing=()
 for p in "${packages[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if [ ${#missing[@]} -eq 0 ]; then
 	echo "test-deps: all present (${packages[*]})"
+	start_controller_builds
 	exit 0
 fi
 if [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null; then
@@ -59,3 +82,4 @@ else
 	echo "!!! test-deps: MISSING ${missing[*]} and cannot install them (not root on Debian)." >&2
 	echo "!!! Tests that need them will be SKIPPED and say so." >&2
 fi
+start_controller_builds

@@ -15,62 +15,9 @@ docker=${DOCKER:-docker}
 suite=${SUITE:-bookworm}
 recipe=1
 
-apt_etc=${APT_ETC:-/etc/apt}
-
-# The mirror apt already uses here for $suite, from its one-line
-# (sources.list, sources.list.d/*.list) and deb822 (sources.list.d/*.sources)
-# files: the first enabled `deb` source whose suite is exactly $suite (not
-# $suite-security or $suite-updates). MIRROR=URL overrides it; APT_ETC
-# replaces /etc/apt (for the script's tests).
-apt_mirror() {
-	local f
-	for f in "$apt_etc/sources.list" "$apt_etc"/sources.list.d/*.list; do
-		[ -r "$f" ] || continue
-		# deb [OPTIONS] URI SUITE COMPONENT…; the options may hold spaces.
-		awk -v suite="$suite" '
-			$1 == "deb" {
-				i = 2
-				if ($i ~ /^\[/) { while (i < NF && $i !~ /\]$/) i++; i++ }
-				if ($(i + 1) == suite) print $i
-			}' "$f"
-	done
-	for f in "$apt_etc"/sources.list.d/*.sources; do
-		[ -r "$f" ] || continue
-		# Stanzas apart by blank lines; Field: value, continued on lines
-		# that start with a space; field names in any case.
-		awk -v suite="$suite" '
-			BEGIN { RS = ""; FS = "\n" }
-			{
-				delete v; key = ""
-				for (i = 1; i <= NF; i++) {
-					line = $i
-					if (line ~ /^#/) continue
-					if (line ~ /^[ \t]/ && key != "") { v[key] = v[key] " " line; continue }
-					if (match(line, /^[A-Za-z0-9-]+:/)) {
-						key = tolower(substr(line, 1, RLENGTH - 1))
-						v[key] = substr(line, RLENGTH + 1)
-					}
-				}
-				if (tolower(v["enabled"]) ~ /no/) next
-				if ((" " v["types"] " ") !~ /[ \t]deb[ \t]/) next
-				if ((" " v["suites"] " ") !~ ("[ \t]" suite "[ \t]")) next
-				n = split(v["uris"], uris, /[ \t]+/)
-				for (j = 1; j <= n; j++) if (uris[j] != "") print uris[j]
-			}' "$f"
-	done
-}
-find_mirror() {
-	local m=${MIRROR:-}
-	if [ -z "$m" ]; then
-		m=$(apt_mirror | grep -E '^(https?|file):' | head -n 1 || true)
-		m=${m%/}
-	fi
-	if [ -z "$m" ]; then
-		echo "test-image-debian: apt has no enabled deb source for $suite here ($apt_etc/sources.list, $apt_etc/sources.list.d/*.list, *.sources): add one, or set MIRROR to the URL of a Debian mirror" >&2
-		return 1
-	fi
-	echo "$m"
-}
+# The mirror apt already uses here for $suite (scripts/apt-mirror.sh says
+# how it is found); MIRROR=URL overrides it.
+find_mirror() { "$(dirname "${BASH_SOURCE[0]}")/apt-mirror.sh" "$suite"; }
 
 # PRINT_MIRROR=1: say which mirror a build would use, and stop.
 if [ -n "${PRINT_MIRROR:-}" ]; then

@@ -95,3 +95,44 @@ deb [arch=amd64 signed-by=/usr/share/keyrings/k.gpg] http://one.example.invalid/
 		}
 	}
 }
+
+// TestAptMirrorOtherSuite: scripts/apt-mirror.sh gives a suite that apt
+// does not list here (trixie on a bookworm machine) the mirror of the
+// machine's own release, and fails with a message naming both when that
+// is missing too.
+func TestAptMirrorOtherSuite(t *testing.T) {
+	script, err := containertest.Script("apt-mirror.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	os.MkdirAll(filepath.Join(dir, "sources.list.d"), 0o755)
+	osRelease := filepath.Join(dir, "os-release")
+	os.WriteFile(osRelease, []byte("ID=debian\nVERSION_CODENAME=bookworm\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "sources.list"), []byte(
+		"deb http://security.example.invalid/debian-security bookworm-security main\n"+
+			"deb http://own.example.invalid/debian bookworm main\n"+
+			"deb http://sid.example.invalid/debian sid main\n"), 0o644)
+	mirror := func(suite, osRelease string) (string, string, error) {
+		cmd := exec.Command("bash", script, suite)
+		cmd.Env = append(os.Environ(), "APT_ETC="+dir, "OS_RELEASE="+osRelease, "MIRROR=")
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		return strings.TrimSpace(string(out)), stderr.String(), err
+	}
+	for _, tc := range []struct{ suite, want string }{
+		{"trixie", "http://own.example.invalid/debian"},
+		{"sid", "http://sid.example.invalid/debian"},
+		{"bookworm", "http://own.example.invalid/debian"},
+	} {
+		if got, stderr, err := mirror(tc.suite, osRelease); err != nil || got != tc.want {
+			t.Errorf("%s: %q, %v (%s); want %q", tc.suite, got, err, stderr, tc.want)
+		}
+	}
+	os.WriteFile(osRelease, []byte("ID=debian\nVERSION_CODENAME=forky\n"), 0o644)
+	got, stderr, err := mirror("trixie", osRelease)
+	if err == nil || got != "" || !strings.Contains(stderr, "no enabled deb source for trixie nor for this machine's own forky") {
+		t.Errorf("no source for trixie nor forky: %q, %v, stderr %q; want a failure that says so", got, err, stderr)
+	}
+}
