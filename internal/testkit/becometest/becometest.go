@@ -155,16 +155,36 @@ func Sudoers(t testing.TB, content string) {
 
 var doasMu sync.Mutex
 
+// doasLock is held (flock) while a test owns /etc/doas.conf: test
+// binaries of several packages run at once and share the file.
+const doasLock = "/tmp/spindle-test-doas.conf.lock"
+
 // DoasConf replaces /etc/doas.conf for the test's duration (restoring the
-// original, or removing the file if there was none).
+// original, or removing the file if there was none). One test at a time,
+// across test processes, holds it.
 func DoasConf(t testing.TB, content string) {
 	t.Helper()
 	doasMu.Lock()
+	lock, err := os.OpenFile(doasLock, os.O_RDWR|os.O_CREATE, 0o600)
+	if err == nil {
+		err = syscall.Flock(int(lock.Fd()), syscall.LOCK_EX)
+	}
+	if err != nil {
+		if lock != nil {
+			lock.Close()
+		}
+		doasMu.Unlock()
+		t.Fatalf("lock %s: %v", doasLock, err)
+	}
+	unlock := func() {
+		lock.Close() // releases the flock
+		doasMu.Unlock()
+	}
 	const path = "/etc/doas.conf"
 	old, err := os.ReadFile(path)
 	existed := err == nil
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
-		doasMu.Unlock()
+		unlock()
 		t.Fatal(err)
 	}
 	os.Chmod(path, 0o600)
@@ -174,7 +194,7 @@ func DoasConf(t testing.TB, content string) {
 		} else {
 			os.Remove(path)
 		}
-		doasMu.Unlock()
+		unlock()
 	})
 }
 
