@@ -93,12 +93,18 @@ target_password=%s
 	f.inventory = filepath.Join(f.dir, "inventory.ini")
 	writeFile(t, f.inventory, inv.String(), 0o644)
 
-	pb := filepath.Join(f.dir, "pb")
-	if err := copyTree("testdata", pb); err != nil {
+	copyPlaybooks(t, f.dir)
+	writeFile(t, filepath.Join(f.dir, "pb", "files", "big.bin"), string(pseudoRandom(bigSize)), 0o644)
+	return f
+}
+
+// copyPlaybooks copies testdata to dir/pb, where every controller reads
+// it.
+func copyPlaybooks(t *testing.T, dir string) {
+	t.Helper()
+	if err := copyTree("testdata", filepath.Join(dir, "pb")); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(pb, "files", "big.bin"), string(pseudoRandom(bigSize)), 0o644)
-	return f
 }
 
 // pseudoRandom is n bytes that do not compress: a hash chain.

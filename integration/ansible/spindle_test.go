@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -71,6 +72,10 @@ func TestDaemonKilledMidPlay(t *testing.T) {
 		if r := p.results[k]; r.Status != status {
 			t.Errorf("%s: %q, want %q", k, r.Status, status)
 		}
+	}
+	// The plugin's words for a daemon gone with a request in flight.
+	if r := p.results["daemon killed / killed mid-task @ t1"]; r.Msg == nil || !strings.Contains(*r.Msg, "spindle daemon died") {
+		t.Errorf("the killed task's message: %v, want it to say \"spindle daemon died\"", r.Msg)
 	}
 	if r := p.results["daemon killed / the next task reconnects @ t1"]; r.Stdout == nil || *r.Stdout != "reconnected" {
 		t.Errorf("the next task's stdout: %v, want \"reconnected\"", r.Stdout)
