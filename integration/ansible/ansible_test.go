@@ -57,6 +57,7 @@ var mustHave = func() []string {
 		"become with a password / sudo with a password @ pw1",
 		"wrong become password / sudo with a wrong password [expect failed] @ bad1",
 		"wrong become password / the host is still usable @ bad1",
+		"missing become password / sudo without a password [expect failed] @ nopw1",
 		"unreachable / one unreachable host [expect unreachable] @ dead1",
 		"unreachable / the play goes on @ t1",
 		"async / read what the forgotten job wrote @ t1",

@@ -76,6 +76,8 @@ func newFixture(t *testing.T, withDoas bool) *fixture {
 	host("pw1", f.pwLogin.Name, f.srv.Port, home(f.pwLogin), "ansible_become_password="+f.pwLogin.Password)
 	inv.WriteString("[badpw]\n")
 	host("bad1", f.pwLogin.Name, f.srv.Port, home(f.pwLogin), "ansible_become_password=not-"+f.pwLogin.Password)
+	inv.WriteString("[nopw]\n")
+	host("nopw1", f.pwLogin.Name, f.srv.Port, home(f.pwLogin))
 	inv.WriteString("[dead]\n")
 	host("dead1", f.login.Name, dead, home(f.login))
 	inv.WriteString("[fleet]\n")

@@ -98,8 +98,8 @@ func compareResults(a, b map[string]result, aName, bName string) []string {
 
 // checkExpected lists the results that end otherwise than their task's
 // name says: "[expect failed]" or "[expect unreachable]" must end so
-// (and a wrong become password with Ansible's own message), every other
-// task must not fail.
+// (and a wrong or missing become password with Ansible's own message),
+// every other task must not fail.
 func checkExpected(got map[string]result) []string {
 	var bad []string
 	for k, r := range got {
@@ -121,6 +121,8 @@ func checkExpected(got map[string]result) []string {
 			bad = append(bad, fmt.Sprintf("%s: %s: %s", k, r.Status, msg))
 		case strings.Contains(r.Task, "wrong password") && !strings.Contains(msg, "Incorrect sudo password"):
 			bad = append(bad, fmt.Sprintf("%s: message %q does not say %q", k, msg, "Incorrect sudo password"))
+		case strings.Contains(r.Task, "without a password") && !strings.Contains(msg, "Missing sudo password"):
+			bad = append(bad, fmt.Sprintf("%s: message %q does not say %q", k, msg, "Missing sudo password"))
 		}
 	}
 	sort.Strings(bad)
