@@ -136,3 +136,26 @@ func TestAptMirrorOtherSuite(t *testing.T) {
 		t.Errorf("no source for trixie nor forky: %q, %v, stderr %q; want a failure that says so", got, err, stderr)
 	}
 }
+
+// TestAnsibleControllerTag: scripts/test-ansible-controller.sh names its
+// image by the recipe: the same suite gives the same tag, another suite
+// another one (PRINT_IMAGE=1 names it without building).
+func TestAnsibleControllerTag(t *testing.T) {
+	script, err := containertest.Script("test-ansible-controller.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := func(suite string) string {
+		cmd := exec.Command("bash", script, suite)
+		cmd.Env = append(os.Environ(), "PRINT_IMAGE=1")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s %s: %v", script, suite, err)
+		}
+		return strings.TrimSpace(string(out))
+	}
+	a, b, c := tag("trixie"), tag("trixie"), tag("sid")
+	if a != b || a == c || !strings.HasPrefix(a, "spindle-test/ansible-controller:trixie-") || !strings.HasPrefix(c, "spindle-test/ansible-controller:sid-") {
+		t.Errorf("tags %q, %q (trixie twice), %q (sid): want one stable tag per suite, named by it", a, b, c)
+	}
+}
