@@ -6,7 +6,11 @@
 // asynchronously and returns a Future, and Stream runs one with a circuit
 // (a byte stream) attached. Any number of calls may be in flight on one
 // context. Cancelling the Go context of a call cancels it on the agent too
-// (a cancelled exec.Run kills the remote process group).
+// (a cancelled exec.Run kills the remote process group), and fails the
+// call at once; a Stream's circuit is read for CancelGrace more, for what
+// the agent sends before it stops, and then abandoned, so that an agent
+// that does not answer (stopped, or behind a wedged hop) cannot hold up
+// the caller.
 //
 // Errors are *errkind.Error: they name the context chain
 // ("bastion → web1 → sudo:root") and the method, and satisfy errors.Is for

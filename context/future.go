@@ -4,6 +4,7 @@ import (
 	stdctx "context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/printable"
@@ -64,7 +65,7 @@ func (f *Future) finish(m *router.Message, err error) {
 			stop()
 		}
 		if err != nil && circ != nil {
-			circ.Close()
+			abandon(circ)
 		}
 		close(f.done)
 	})
@@ -152,6 +153,22 @@ func (f *Future) setCircuit(circ router.Circuit) {
 	failed := f.finished && f.err != nil
 	f.mu.Unlock()
 	if failed {
-		circ.Close()
+		abandon(circ)
 	}
+}
+
+// CancelGrace is how long the circuit of a call that failed (cancelled,
+// timed out, disconnected) goes on being read: an agent that answers
+// the cancel kills the call's process group and ends the circuit well
+// within it, with the output that was on its way; one that does not (it
+// is stopped, its host or a hop on the way is wedged) would otherwise
+// hold the circuit's reader until the link is declared dead. After it,
+// reads of the circuit fail with a timeout and the call is abandoned.
+const CancelGrace = 250 * time.Millisecond
+
+// abandon half-closes the circuit of a failed call and bounds its reads
+// by CancelGrace.
+func abandon(circ router.Circuit) {
+	circ.Close()
+	circ.SetReadDeadline(time.Now().Add(CancelGrace))
 }

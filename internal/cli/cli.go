@@ -312,6 +312,36 @@ func (s *session) lastSSH() (ssh.Options, bool) {
 	return ssh.Options{}, false
 }
 
+// abandonGrace bounds how long a command ended by a signal waits for its
+// connection to close: its agents get that long to exit once their link
+// ends, and one that does not answer (stopped, or behind a wedged hop) is
+// left to the end of its connection when this process exits (end of
+// file on its stdin; SIGHUP and SIGCONT from the kernel for a stopped
+// local agent, whose process group is then orphaned). With
+// context.CancelGrace, it keeps Ctrl-C's exit within a second.
+const abandonGrace = 300 * time.Millisecond
+
+// closeAfter closes the session, within abandonGrace if sig says a
+// signal ended the command.
+func (s *session) closeAfter(sig func() syscall.Signal) {
+	if sig() == 0 {
+		s.Close()
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		s.Close()
+	}()
+	t := time.NewTimer(abandonGrace)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		s.log.Debug("connection abandoned: its agents did not exit in time", zap.Duration("grace", abandonGrace))
+	}
+}
+
 func (s *session) Close() {
 	if s.shared {
 		s.cx.Close() //nolint:errcheck // dead already, or as good as

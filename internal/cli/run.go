@@ -118,7 +118,7 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer s.closeAfter(sig)
 			stopFwd, err := g.startForwards(ctx, s, &forward, ports)
 			if err != nil {
 				return err
@@ -248,7 +248,7 @@ the shell, as for 'spindle run'.`,
 			if err != nil {
 				return err
 			}
-			defer s.Close()
+			defer s.closeAfter(sig)
 			esc, err := s.escapeChar(ctx, escape)
 			if err != nil {
 				return err

@@ -1,0 +1,68 @@
+package cli
+
+import (
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+
+	"github.com/spindle-rpc/spindle/internal/testkit/ptytest"
+)
+
+// Ctrl-C or SIGTERM ends a command whose agent has stopped answering (it
+// is SIGSTOPped: its link takes nothing, and no reply or end of output
+// will come) with 128+signal, once the call is abandoned after
+// context.CancelGrace, directly and through the daemon. ptytest's wait
+// for the exit is the hang guard: without the abandonment, the CLI waits
+// for the circuit's five-minute timeout.
+func TestSignalEndsRunOfStoppedAgent(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		env   func(*testing.T) []string
+	}{
+		{"direct", nil, func(*testing.T) []string { return os.Environ() }},
+		{"persist", []string{"--persist", "1m"}, persistEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Run("ctrl-c", func(t *testing.T) {
+				r, _ := startStopped(t, tc.env(t), tc.flags)
+				r.Type("\x03") // the terminal's SIGINT, to the CLI's process group (not the agent's)
+				if code := r.ExitCode(); code != 130 {
+					t.Errorf("Ctrl-C: exit status %d, want 130; output:\n%q", code, r.Output())
+				}
+			})
+			t.Run("sigterm", func(t *testing.T) {
+				r, cmd := startStopped(t, tc.env(t), tc.flags)
+				cmd.Process.Signal(syscall.SIGTERM)
+				if code := r.ExitCode(); code != 143 {
+					t.Errorf("SIGTERM: exit status %d, want 143; output:\n%q", code, r.Output())
+				}
+			})
+		})
+	}
+}
+
+// startStopped runs a remote sleep on a terminal, with flags, and stops
+// the agent that runs it (the remote shell's parent) once it runs; the
+// agent is killed when t ends.
+func startStopped(t *testing.T, env, flags []string) (*ptytest.Run, *osexec.Cmd) {
+	t.Helper()
+	args := append(append([]string{"run"}, flags...), "local", "--", "sh", "-c", "echo agent=$PPID.; exec sleep 60")
+	cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+	cmd.Env = env
+	r := ptytest.Start(t, cmd)
+	m := r.WaitForMatch(regexp.MustCompile(`agent=(\d+)\.`))
+	agent, err := strconv.Atoi(m[1])
+	if err != nil || agent <= 1 {
+		t.Fatalf("agent pid %q: %v", m[1], err)
+	}
+	if err := syscall.Kill(agent, syscall.SIGSTOP); err != nil {
+		t.Fatalf("stop the agent: %v", err)
+	}
+	t.Cleanup(func() { syscall.Kill(agent, syscall.SIGKILL) })
+	return r, cmd
+}
