@@ -272,7 +272,7 @@ func Run(ctx context.Context, args bootstrap.AgentArgs, in io.Reader, out io.Wri
 	srv := rpc.NewServer(rt, reg, log)
 
 	hello := bootstrap.Hello{Proto: router.ProtocolVersion, Version: version.Version,
-		PID: os.Getpid(), UID: os.Getuid(), OS: runtime.GOOS, Arch: runtime.GOARCH}
+		PID: os.Getpid(), UID: os.Getuid(), OS: runtime.GOOS, Arch: runtime.GOARCH, MaxFrame: rt.MaxFrameSize()}
 	if err := bootstrap.WriteHello(out, args.Nonce, hello); err != nil {
 		return err
 	}

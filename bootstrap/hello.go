@@ -43,6 +43,10 @@ type Hello struct {
 	UID     int    `json:"uid"`
 	OS      string `json:"os"`
 	Arch    string `json:"arch"`
+	// MaxFrame is the largest frame the agent reads (a bus message or a
+	// circuit header, router.Options.MaxFrameSize): its parent refuses a
+	// larger one at once. 0: the agent does not say (router.SetPeerMaxFrame).
+	MaxFrame int `json:"max_frame,omitempty"`
 }
 
 // ErrAgent is wrapped by errors the far end reported before the hello.

@@ -86,11 +86,13 @@ func (ctl *Controller) Connect(ctx stdctx.Context, c connectors.Connector) (*Con
 	}
 	ctl.contexts[id] = cx
 	ctl.mu.Unlock()
-	if _, err := ctl.rt.AddChild(ctx, conn, id, name); err != nil {
+	link, err := ctl.rt.AddChild(ctx, conn, id, name)
+	if err != nil {
 		ctl.forget(id)
 		conn.Close()
 		return nil, errkind.In(name, "", connectError(err))
 	}
+	link.SetPeerMaxFrame(conn.Hello.MaxFrame)
 	ctl.log.Debug("connected", zap.String("context", name), zap.Uint32("id", id),
 		zap.Int("pid", conn.Hello.PID), zap.String("version", conn.Hello.Version))
 	return cx, nil

@@ -45,10 +45,15 @@ const (
 
 // Limits.
 const (
-	// DefaultMaxFrameSize bounds one bus frame. Larger payloads must travel
-	// over a circuit.
+	// DefaultMaxFrameSize bounds one bus frame, and the header frame at the
+	// start of a circuit (a call's arguments: exec.Start's argv and
+	// environment, which Linux bounds at 2 MiB by default, fit with room
+	// to spare). Larger payloads must travel over a circuit's stream. An
+	// agent announces its limit in its hello, and its parent refuses a
+	// larger frame at once, at the caller (framelimit.go).
 	DefaultMaxFrameSize = 4 << 20
-	// MaxCircuitHeader bounds the header frame at the start of a circuit.
+	// MaxCircuitHeader is the circuit header limit of agents that
+	// announce no frame limit in their hello (SetPeerMaxFrame).
 	MaxCircuitHeader = 1 << 20
 	// DefaultStreamWindow is the yamux per-stream window. yamux's default of
 	// 256 KiB caps a circuit at 256 KiB per round trip.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/yamux"
@@ -24,7 +25,10 @@ type Link struct {
 	sess     *yamux.Session
 	bus      net.Conn
 	toParent bool // this link leads to our parent
-	maxFrame int
+	maxFrame int // the largest frame we read
+	// peerFrame and peerHeader are the largest bus frame and circuit
+	// header the peer reads (SetPeerMaxFrame).
+	peerFrame, peerHeader atomic.Int64
 	conn     *coalescingConn // the transport, as yamux writes to it
 
 	q     outQueue   // the bus's outgoing frames (queue.go)
@@ -80,6 +84,8 @@ func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent
 	cfg := yamuxConfig(o.streamWindow())
 	l := &Link{name: name, toParent: toParent, maxFrame: o.maxFrame(), done: make(chan struct{})}
 	l.q.init()
+	l.peerFrame.Store(int64(l.maxFrame))
+	l.peerHeader.Store(int64(l.maxFrame))
 	l.stall.l = l
 	if !toParent {
 		cfg.RefuseStream = func(id uint32) error { return refuseOpen(l, id) }
@@ -153,6 +159,9 @@ func (l *Link) deadErr(err error) error {
 
 // openStream opens a circuit stream on this link and writes its header.
 func (l *Link) openStream(m *Message) (net.Conn, error) {
+	if err := l.checkFrame(m, true); err != nil {
+		return nil, err
+	}
 	st, err := l.sess.OpenStream()
 	if err != nil {
 		return nil, fmt.Errorf("open circuit to %s: %w", l.name, l.deadErr(err))

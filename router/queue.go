@@ -105,9 +105,8 @@ func (q *outQueue) wakeWaiters() {
 //     parent link's reader never waits, a cancel is never refused, and
 //     the calls already let in bound these.
 func (l *Link) send(ctx context.Context, m *Message, from *Link) error {
-	if len(m.Data) > l.maxFrame-64 {
-		return fmt.Errorf("%w: message of %d bytes to %s exceeds the frame limit of %d; large payloads must use a circuit",
-			ErrFrameTooLarge, len(m.Data), l.name, l.maxFrame)
+	if err := l.checkFrame(m, false); err != nil {
+		return err
 	}
 	q := &l.q
 	q.mu.Lock()
@@ -200,14 +199,19 @@ func (r *Router) writeLoop(l *Link) {
 	}
 }
 
-// bounceStalled answers a call refused because next is not draining with
-// an error of kind "stalled", on the link the call came from.
-func (r *Router) bounceStalled(m *Message, from *Link, err error) {
+// bounceError answers a call refused on its way (its next link is not
+// draining: kind "stalled"; it exceeds that link's frame limit:
+// "too_large") with an error of that kind, on the link the call came
+// from.
+func (r *Router) bounceError(m *Message, from *Link, kind string, err error) {
+	if m.Circuit != nil {
+		m.Circuit.Close()
+	}
 	r.log.Debug("call refused", zap.String("link", from.name), zap.Error(err), zap.Stringer("msg", m))
-	if m.ReplyTo == 0 {
+	if m.ReplyTo == 0 || m.Flags&FlagDead != 0 {
 		return
 	}
-	data, encErr := wire.Marshal(&remoteError{Kind: stalledKind, Message: err.Error()})
+	data, encErr := wire.Marshal(&remoteError{Kind: kind, Message: err.Error()})
 	if encErr != nil {
 		r.bounce(m, from, err.Error())
 		return

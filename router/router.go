@@ -149,6 +149,10 @@ func New(id uint32, opts Options) *Router {
 	}
 }
 
+// MaxFrameSize is the largest frame this router reads (Options.MaxFrameSize),
+// which an agent announces in its hello.
+func (r *Router) MaxFrameSize() int { return r.opts.maxFrame() }
+
 // ID is this router's context id.
 func (r *Router) ID() uint32 { return r.id }
 
@@ -291,7 +295,11 @@ func (r *Router) receive(m *Message, from *Link) {
 	}
 	if err := next.send(context.Background(), m, from); err != nil {
 		if stalled := (*stalledError)(nil); errors.As(err, &stalled) {
-			r.bounceStalled(m, from, stalled)
+			r.bounceError(m, from, stalledKind, stalled)
+			return
+		}
+		if big := (*frameTooLargeError)(nil); errors.As(err, &big) {
+			r.bounceError(m, from, tooLargeKind, big)
 			return
 		}
 		r.bounce(m, from, err.Error())
@@ -582,7 +590,7 @@ func (r *Router) acceptLoop(l *Link) {
 // link from, and delivers or forwards it.
 func (r *Router) handleCircuit(st net.Conn, from *Link) {
 	st.SetReadDeadline(time.Now().Add(circuitHeaderTimeout))
-	m, err := ReadMessage(st, nil, MaxCircuitHeader)
+	m, err := ReadMessage(st, nil, from.maxFrame)
 	st.SetReadDeadline(time.Time{})
 	if err != nil {
 		st.Close()
@@ -615,6 +623,10 @@ func (r *Router) handleCircuit(st net.Conn, from *Link) {
 	out, err := next.openStream(m)
 	if err != nil {
 		m.Circuit = st
+		if big := (*frameTooLargeError)(nil); errors.As(err, &big) {
+			r.bounceError(m, from, tooLargeKind, big)
+			return
+		}
 		r.bounce(m, from, err.Error())
 		return
 	}

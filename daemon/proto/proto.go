@@ -31,8 +31,11 @@ import (
 )
 
 // MaxFrame bounds a control frame. A Run holds a command line and
-// connection flags; anything larger is an error, not an allocation.
-const MaxFrame = 1 << 20
+// connection flags: it leaves 1 MiB for the flags above the largest
+// command line an agent takes (router.DefaultMaxFrameSize, which the
+// daemon's own call then enforces with an error naming it). Anything
+// larger is an error, not an allocation.
+const MaxFrame = 5 << 20
 
 // Role is the first byte of each stream.
 type Role byte
@@ -130,7 +133,7 @@ func WriteMsg(w io.Writer, m *Msg) error {
 		return err
 	}
 	if len(b) > MaxFrame {
-		return fmt.Errorf("daemon message of %d bytes exceeds %d", len(b), MaxFrame)
+		return fmt.Errorf("daemon message of %d bytes exceeds the daemon's frame limit of %d", len(b), MaxFrame)
 	}
 	frame := make([]byte, 4+len(b))
 	binary.BigEndian.PutUint32(frame, uint32(len(b)))

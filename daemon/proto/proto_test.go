@@ -6,9 +6,11 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/wire"
+	"github.com/spindle-rpc/spindle/router"
 )
 
 func TestRoundTrip(t *testing.T) {
@@ -58,5 +60,26 @@ func TestBadFrames(t *testing.T) {
 		if _, err := ReadMsg(bytes.NewReader(in)); !errors.Is(err, ErrFrame) {
 			t.Errorf("%s: %v, want ErrFrame", name, err)
 		}
+	}
+}
+
+// Every command line an agent takes fits in a Run, with room for the
+// connection flags: the daemon's call, not its socket, says what is too
+// large, naming the limit.
+func TestMaxFrameHoldsTheLargestCommandLine(t *testing.T) {
+	if MaxFrame < router.DefaultMaxFrameSize+512<<10 {
+		t.Fatalf("MaxFrame %d leaves no room above the router's frame limit %d", MaxFrame, router.DefaultMaxFrameSize)
+	}
+	argv := []string{strings.Repeat("x", router.DefaultMaxFrameSize-1024)}
+	var buf bytes.Buffer
+	if err := WriteMsg(&buf, &Msg{Kind: KindRun, Run: &Run{Target: "web1", Argv: argv, Options: []string{"BatchMode=yes"}}}); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ReadMsg(&buf)
+	if err != nil || len(m.Run.Argv) != 1 || m.Run.Argv[0] != argv[0] {
+		t.Fatalf("a Run with a %d-byte command line did not come through: %v", len(argv[0]), err)
+	}
+	if err := WriteMsg(&buf, &Msg{Kind: KindRun, Run: &Run{Argv: []string{strings.Repeat("x", MaxFrame)}}}); err == nil || !strings.Contains(err.Error(), "frame limit of") {
+		t.Errorf("a Run over MaxFrame: %v, want an error naming the limit", err)
 	}
 }

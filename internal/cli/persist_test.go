@@ -50,7 +50,14 @@ func spindleEnv(t *testing.T, env []string, stdin string, args ...string) (stdou
 // spindleIn is spindleEnv run in the directory dir.
 func spindleIn(t *testing.T, dir string, env []string, stdin string, args ...string) (stdout, stderr string, code int) {
 	t.Helper()
-	cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+	return commandIn(t, dir, env, stdin, filepath.Join(binDir, "spindle"), args...)
+}
+
+// commandIn runs program with args in dir with env and stdin; it fails t
+// after a minute rather than hang.
+func commandIn(t *testing.T, dir string, env []string, stdin, program string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	cmd := osexec.Command(program, args...)
 	cmd.Env, cmd.Dir = env, dir
 	var out, errb bytes.Buffer
 	cmd.Stdin = strings.NewReader(stdin)
@@ -62,7 +69,7 @@ func spindleIn(t *testing.T, dir string, env []string, stdin string, args ...str
 	if errors.As(err, &ee) {
 		code = ee.ExitCode()
 	} else if err != nil {
-		t.Fatalf("spindle %v: %v", args, err)
+		t.Fatalf("%s %.200q: %v", program, args, err)
 	}
 	return out.String(), errb.String(), code
 }

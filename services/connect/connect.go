@@ -129,6 +129,7 @@ func (s *Service) start(ctx context.Context, call *rpc.Call) (any, error) {
 		conn.Close()
 		return nil, fmt.Errorf("link %s: %w", a.Name, err)
 	}
+	link.SetPeerMaxFrame(conn.Hello.MaxFrame)
 	if a.StallTimeout != 0 {
 		link.SetStallTimeout(time.Duration(a.StallTimeout))
 	}
