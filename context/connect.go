@@ -105,7 +105,8 @@ func (c *Context) startChild(ctx stdctx.Context, rc connectors.Remote, opts []by
 	}
 	var hello bootstrap.Hello
 	args := &connect.StartArgs{ID: id, Name: name, Kind: rc.Kind(), Options: opts, Agents: agents,
-		StallTimeout: int64(ctl.opts.Router.StallTimeout)}
+		StallTimeout:      int64(ctl.opts.Router.StallTimeout),
+		KeepaliveInterval: int64(ctl.opts.Router.KeepaliveInterval), KeepaliveCountMax: ctl.opts.Router.KeepaliveCountMax}
 	var err error
 	if helper == nil {
 		err = c.Call(ctx, connect.MethodStart, args, &hello)

@@ -30,6 +30,7 @@ type coalescingConn struct {
 	buf  []byte
 
 	written atomic.Uint64 // bytes written to the transport
+	read    atomic.Uint64 // bytes read from it, for the keepalive
 	watch   *stallWatch   // told of every write to the transport; nil in tests
 }
 
@@ -53,6 +54,12 @@ func (c *coalescingConn) write(p []byte) (int, error) {
 		p = p[n:]
 	}
 	return total, nil
+}
+
+func (c *coalescingConn) Read(p []byte) (int, error) {
+	n, err := c.ReadWriteCloser.Read(p)
+	c.read.Add(uint64(n))
+	return n, err
 }
 
 func (c *coalescingConn) Write(p []byte) (int, error) {

@@ -100,4 +100,36 @@
 //
 // On the controller, a stalled direct child holds up only the calls sent
 // to it (until their context ends or the stall bound), not its siblings.
+//
+// # Dead links
+//
+// The stall bound finds a child that does not take what is sent to it; a
+// child that has nothing to take (an idle link, or calls waiting for
+// replies) and stops answering (its process stopped, its host or a
+// connection on the way gone without a word) is found by the keepalive:
+//
+//   - At every Options.KeepaliveInterval (default DefaultKeepaliveInterval,
+//     15 s) a link to a child checks whether its transport delivered
+//     anything since the last check, and if not, pings the child (a yamux
+//     ping, which the child's yamux session answers whatever its router is
+//     doing; one ping in flight at most).
+//   - After Options.KeepaliveCountMax (default DefaultKeepaliveCountMax,
+//     4) checks in a row that found nothing, the link is declared dead as
+//     for the stall bound: one warning ("disconnected": "no answer to
+//     keepalives: its transport delivered nothing for 1m0s (4 × 15s …)"),
+//     its routes withdrawn, and every call waiting on its subtree failed
+//     as disconnected, naming the link. So a dead child fails its callers
+//     60 to 75 s after its last byte by default: KeepaliveCountMax
+//     intervals, plus up to one for the first check to find the silence.
+//   - Any byte counts, not only the pong: a link busy with a transfer,
+//     whose pong waits behind the data, is alive.
+//   - Negative KeepaliveInterval turns it off. The controller passes its
+//     values to every agent that connects a child, and Link.SetKeepalive
+//     sets them per link; the CLI takes them from -o ServerAliveInterval
+//     and ServerAliveCountMax, as ssh does. The parent link has none: the
+//     parent judges it.
+//
+// The caller's own cancellation does not wait for either bound: a
+// cancelled call fails at once, and its circuit is read for
+// context.CancelGrace more, then abandoned.
 package router

@@ -25,14 +25,15 @@ type Link struct {
 	sess     *yamux.Session
 	bus      net.Conn
 	toParent bool // this link leads to our parent
-	maxFrame int // the largest frame we read
+	maxFrame int  // the largest frame we read
 	// peerFrame and peerHeader are the largest bus frame and circuit
 	// header the peer reads (SetPeerMaxFrame).
 	peerFrame, peerHeader atomic.Int64
-	conn     *coalescingConn // the transport, as yamux writes to it
+	conn                  *coalescingConn // the transport, as yamux writes to it
 
 	q     outQueue   // the bus's outgoing frames (queue.go)
 	stall stallWatch // declares the link dead when it stops draining
+	alive keepalive  // declares the link dead when its transport goes silent
 
 	streams streamSet // the bus and every circuit, unblocked when the link dies
 
@@ -60,13 +61,23 @@ func (l *Link) Err() error {
 	}
 }
 
+// cause is why the link was killed, or nil: unlike Err, it is set as
+// soon as kill has begun, before the streams that kill unblocks (the
+// reader's among them) wake up.
+func (l *Link) cause() error {
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	return l.err
+}
+
 // yamuxConfig is the session configuration of every link. PROTOCOL.md
 // section 1 has a table of it.
 func yamuxConfig(window uint32) *yamux.Config {
 	cfg := yamux.DefaultConfig()
 	// yamux's keepalive waits only ConnectionWriteTimeout for a pong, which
 	// can queue behind bulk data in a full SSH window: dead peers are
-	// detected by the transport (SSH keepalives, process exit) instead.
+	// detected by the transport (SSH keepalives, process exit) and by the
+	// router's keepalive (keepalive.go), which takes any byte for an answer.
 	cfg.EnableKeepAlive = false
 	cfg.ConnectionWriteTimeout = 365 * 24 * time.Hour
 	cfg.MaxStreamWindowSize = window
@@ -87,6 +98,7 @@ func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent
 	l.peerFrame.Store(int64(l.maxFrame))
 	l.peerHeader.Store(int64(l.maxFrame))
 	l.stall.l = l
+	l.alive.l = l
 	if !toParent {
 		cfg.RefuseStream = func(id uint32) error { return refuseOpen(l, id) }
 		l.SetStallTimeout(o.stallTimeout())
@@ -117,6 +129,7 @@ func newLink(ctx context.Context, conn io.ReadWriteCloser, name string, toParent
 		}
 		l.streams.add(bus)
 		l.bus = bus
+		l.alive.set(o.Keepalive())
 		return l, nil
 	}
 	type accepted struct {

@@ -34,6 +34,34 @@ type Options struct {
 	// the parent are never timed: the parent judges them. See the package
 	// comment, "Slow receivers".
 	StallTimeout time.Duration
+	// KeepaliveInterval is how often a link to a child must deliver
+	// something: at each interval its transport delivered nothing in,
+	// the router pings the child (which answers from its yamux session,
+	// whatever its router is doing), and after KeepaliveCountMax such
+	// intervals in a row the link is declared dead, as for StallTimeout:
+	// a child that is stopped, or whose host or connection died without
+	// a word, fails every call waiting on its subtree within
+	// KeepaliveInterval × KeepaliveCountMax to one interval more. The
+	// controller passes its values to every agent that connects a child
+	// (connect.Start). Default DefaultKeepaliveInterval (15 s); negative:
+	// never. See the package comment, "Dead links".
+	KeepaliveInterval time.Duration
+	// KeepaliveCountMax is how many silent intervals in a row declare a
+	// link dead. Default DefaultKeepaliveCountMax (4).
+	KeepaliveCountMax int
+}
+
+// Keepalive returns the keepalive's interval (≤ 0: off) and count, with
+// the defaults in place of zeros: Link.SetKeepalive's arguments.
+func (o *Options) Keepalive() (time.Duration, int) {
+	interval, count := o.KeepaliveInterval, o.KeepaliveCountMax
+	if interval == 0 {
+		interval = DefaultKeepaliveInterval
+	}
+	if count <= 0 {
+		count = DefaultKeepaliveCountMax
+	}
+	return interval, count
 }
 
 func (o *Options) maxFrame() int {
@@ -560,7 +588,7 @@ func (r *Router) readLoop(l *Link) {
 	// fail, its streams unblock, even while this loop is held up); the
 	// warning is said here, once.
 	var stalled *stallError
-	if errors.As(l.Err(), &stalled) {
+	if errors.As(l.cause(), &stalled) {
 		r.log.Warn("disconnected", zap.String("link", l.name), zap.String("why", stalled.why))
 	}
 	// Fail the link's waiters before shutting its session, which waits
@@ -568,6 +596,7 @@ func (r *Router) readLoop(l *Link) {
 	l.kill(err)
 	r.linkLost(l)
 	l.close(nil)
+	l.alive.stop() // after the session's end, which ends its ping
 }
 
 func (r *Router) acceptLoop(l *Link) {

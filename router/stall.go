@@ -87,7 +87,8 @@ func (w *stallWatch) check() {
 		d, waiting)})
 }
 
-// stallError is why a link was declared dead by its stall watch.
+// stallError is why a link was declared dead by its stall watch or its
+// keepalive.
 type stallError struct{ why string }
 
 func (e *stallError) Error() string { return e.why }

@@ -66,3 +66,27 @@ func startStopped(t *testing.T, env, flags []string) (*ptytest.Run, *osexec.Cmd)
 	t.Cleanup(func() { syscall.Kill(agent, syscall.SIGKILL) })
 	return r, cmd
 }
+
+// An agent that stops answering while its command runs fails the command
+// by itself, once the keepalive -o ServerAliveInterval and
+// ServerAliveCountMax set has gone unanswered (2 × 1 s here), with ssh's
+// 255 and a message that says why: directly and through the daemon.
+func TestKeepaliveEndsRunOfStoppedAgent(t *testing.T) {
+	ka := []string{"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"}
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		env   func(*testing.T) []string
+	}{
+		{"direct", nil, func(*testing.T) []string { return os.Environ() }},
+		{"persist", []string{"--persist", "1m"}, persistEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r, _ := startStopped(t, tc.env(t), append(tc.flags, ka...))
+			if code := r.ExitCode(); code != 255 {
+				t.Errorf("exit status %d, want 255; output:\n%q", code, r.Output())
+			}
+			r.WaitFor("no answer to keepalives: its transport delivered nothing for 2s (2 × 1s")
+		})
+	}
+}

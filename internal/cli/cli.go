@@ -267,7 +267,9 @@ func (g *globals) logger() *zap.Logger {
 // controllerOptions are the options of the CLI's controllers, logging to
 // log.
 func (g *globals) controllerOptions(log *zap.Logger) spindle.Options {
-	return spindle.Options{Logger: log, Verbosity: g.verbose, AgentLogs: slog.ReceiveOptions{Raw: g.rawLogs}}
+	o := spindle.Options{Logger: log, Verbosity: g.verbose, AgentLogs: slog.ReceiveOptions{Raw: g.rawLogs}}
+	o.Router.KeepaliveInterval, o.Router.KeepaliveCountMax, _ = g.conn.keepalive() // connectAll reports a bad value
+	return o
 }
 
 // consoleCore writes logs for a person to w at the level of -v verbose.
@@ -369,6 +371,9 @@ func (g *globals) connectAll(ctx stdctx.Context, targets ...string) (*session, [
 	chains, err := g.chains(targets)
 	if err != nil {
 		return nil, nil, err
+	}
+	if _, _, err := g.conn.keepalive(); err != nil {
+		return nil, nil, &usageError{cmd: "spindle", err: err}
 	}
 	log := g.logger()
 	ctl := spindle.NewController(g.controllerOptions(log))

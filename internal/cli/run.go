@@ -29,7 +29,9 @@ func newRunCmd(g *globals) *cobra.Command {
 		Long: `Run CMD on the target. Standard input is passed through (end of file
 half-closes the remote stdin), standard output and error are passed through
 as they are produced, and the exit status is the command's (128+N when a
-signal N killed it). Ctrl-C or SIGTERM kills the remote process group.
+signal N killed it). Ctrl-C or SIGTERM kills the remote process group
+(an agent that does not answer, stopped or behind a wedged hop, is
+abandoned after 250 ms).
 Connection failures exit with 255, like ssh. -L, -R and -D forward ports
 as 'spindle forward' does, for as long as the command runs.
 

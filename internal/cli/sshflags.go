@@ -256,6 +256,33 @@ func (o *connectOptions) sshBase() (ssh.Options, error) {
 	return so, nil
 }
 
+// keepalive is the keepalive of every link the CLI's controller and its
+// agents keep to a child (router.Options.KeepaliveInterval and
+// KeepaliveCountMax), from -o ServerAliveInterval and ServerAliveCountMax
+// as ssh takes them: seconds, 0 for none; a count of silent intervals.
+// Not given, they are 0 (the router's defaults, 15 s and 4). An SSH hop's
+// own keepalive takes them too (sshOptions), with ssh_config's.
+func (o *connectOptions) keepalive() (interval time.Duration, countMax int, err error) {
+	if v := o.optionValue("ServerAliveInterval"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return 0, 0, fmt.Errorf("-o ServerAliveInterval: want seconds, got %q", v)
+		}
+		interval = time.Duration(n) * time.Second
+		if n == 0 {
+			interval = -1 // ssh's "none"
+		}
+	}
+	if v := o.optionValue("ServerAliveCountMax"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return 0, 0, fmt.Errorf("-o ServerAliveCountMax: want a count, got %q", v)
+		}
+		countMax = n
+	}
+	return interval, countMax, nil
+}
+
 // optionValue is the value of the last -o KEY=VALUE for key (any case),
 // or "".
 func (o *connectOptions) optionValue(key string) string {

@@ -118,3 +118,33 @@ func TestTargetOptionsSSHOnly(t *testing.T) {
 		t.Errorf("an SSH hop with a bad -o: %v", err)
 	}
 }
+
+// -o ServerAliveInterval and ServerAliveCountMax set the links'
+// keepalive as ssh's: seconds (0: none) and a count.
+func TestKeepaliveOptions(t *testing.T) {
+	for _, tc := range []struct {
+		opts     []string
+		interval time.Duration
+		count    int
+		bad      string
+	}{
+		{nil, 0, 0, ""},
+		{[]string{"ServerAliveInterval=5", "ServerAliveCountMax=2"}, 5 * time.Second, 2, ""},
+		{[]string{"serveraliveinterval 9", "ServerAliveInterval=7"}, 7 * time.Second, 0, ""},
+		{[]string{"ServerAliveInterval=0"}, -1, 0, ""},
+		{[]string{"ServerAliveInterval=soon"}, 0, 0, "-o ServerAliveInterval: want seconds"},
+		{[]string{"ServerAliveCountMax=0"}, 0, 0, "-o ServerAliveCountMax: want a count"},
+	} {
+		o := connectOptions{sshOpts: tc.opts}
+		interval, count, err := o.keepalive()
+		if tc.bad != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.bad) {
+				t.Errorf("%q: %v, want an error saying %q", tc.opts, err, tc.bad)
+			}
+			continue
+		}
+		if err != nil || interval != tc.interval || count != tc.count {
+			t.Errorf("%q: %v, %d, %v; want %v, %d", tc.opts, interval, count, err, tc.interval, tc.count)
+		}
+	}
+}

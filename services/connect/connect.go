@@ -53,6 +53,12 @@ type StartArgs struct {
 	// router.Options.StallTimeout (nanoseconds, negative: never), for the
 	// link to the new child in place of this agent's default.
 	StallTimeout int64 `msgpack:"stall,omitempty"`
+	// KeepaliveInterval and KeepaliveCountMax, when not 0, are the
+	// controller's router.Options.KeepaliveInterval (nanoseconds,
+	// negative: never) and KeepaliveCountMax, for the link to the new
+	// child in place of this agent's defaults.
+	KeepaliveInterval int64 `msgpack:"ka,omitempty"`
+	KeepaliveCountMax int   `msgpack:"kan,omitempty"`
 }
 
 // CloseArgs are connect.Close's arguments.
@@ -132,6 +138,10 @@ func (s *Service) start(ctx context.Context, call *rpc.Call) (any, error) {
 	link.SetPeerMaxFrame(conn.Hello.MaxFrame)
 	if a.StallTimeout != 0 {
 		link.SetStallTimeout(time.Duration(a.StallTimeout))
+	}
+	if a.KeepaliveInterval != 0 || a.KeepaliveCountMax != 0 {
+		ro := router.Options{KeepaliveInterval: time.Duration(a.KeepaliveInterval), KeepaliveCountMax: a.KeepaliveCountMax}
+		link.SetKeepalive(ro.Keepalive())
 	}
 	s.mu.Lock()
 	s.children[a.ID] = conn
