@@ -257,7 +257,7 @@ func Run(ctx context.Context, args bootstrap.AgentArgs, in io.Reader, out io.Wri
 	// quietly: zap would otherwise report each failure on stderr.
 	log := zap.New(zapcore.NewTee(stderrCore, slog.NewCore(fwd, level)),
 		zap.ErrorOutput(zapcore.AddSync(io.Discard))).With(zap.String("agent", args.Name))
-	rt := router.New(args.ID, router.Options{Logger: log})
+	rt := router.New(args.ID, router.Options{Logger: log, ParentMaxFrameSize: args.ParentMaxFrame})
 	fwd.rt.Store(rt)
 
 	reg := rpc.NewRegistry()

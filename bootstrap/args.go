@@ -23,6 +23,11 @@ type AgentArgs struct {
 	// the agent checks SHA256 after its hello instead of before it
 	// (CheckUnpacked), so that the ~5 ms hash overlaps the first calls.
 	Unpacked bool
+	// ParentMaxFrame, when not 0, is the largest frame the parent reads
+	// (its router.Options.MaxFrameSize), when that is not
+	// router.DefaultMaxFrameSize: the agent refuses to send a larger one
+	// up (-parent-max-frame).
+	ParentMaxFrame int
 	// Fresh makes the first stage remove the cached agent instead of
 	// running it, so that the start uploads a new one: the retry after a
 	// cached agent was stale or died before its hello. Not an agent flag.
@@ -45,6 +50,9 @@ func (a AgentArgs) Argv() []string {
 	if a.Unpacked {
 		argv = append(argv, "-unpacked")
 	}
+	if a.ParentMaxFrame > 0 {
+		argv = append(argv, "-parent-max-frame", strconv.Itoa(a.ParentMaxFrame))
+	}
 	return argv
 }
 
@@ -60,6 +68,7 @@ func ParseAgentArgs(argv []string) (AgentArgs, error) {
 	fs.IntVar(&a.Verbosity, "v", 0, "verbosity")
 	fs.StringVar(&a.SHA256, "sha256", "", "expected sha256 of the agent's own executable")
 	fs.BoolVar(&a.Unpacked, "unpacked", false, "the executable was just unpacked: check -sha256 after the hello")
+	fs.IntVar(&a.ParentMaxFrame, "parent-max-frame", 0, "the largest frame the parent reads")
 	if err := fs.Parse(argv); err != nil {
 		return a, err
 	}
@@ -68,6 +77,9 @@ func ParseAgentArgs(argv []string) (AgentArgs, error) {
 	}
 	if a.SHA256 != "" && !isHex(a.SHA256, 64) {
 		return a, fmt.Errorf("invalid -sha256 (want 64 hex digits)")
+	}
+	if a.ParentMaxFrame < 0 {
+		return a, fmt.Errorf("invalid -parent-max-frame %d", a.ParentMaxFrame)
 	}
 	if a.Unpacked && a.SHA256 == "" {
 		return a, fmt.Errorf("-unpacked without -sha256")

@@ -38,12 +38,16 @@ type StartRequest struct {
 	// bootstrap.ErrStaleAgent: the first stage must not run the cached
 	// agent but upload a new one.
 	Fresh bool
+	// ParentMaxFrame is the largest frame the context that runs the
+	// connector reads, for the agent's -parent-max-frame; 0 for
+	// router.DefaultMaxFrameSize.
+	ParentMaxFrame int
 }
 
 // Args are the agent's command-line arguments for req, with a fresh nonce.
 func (req StartRequest) Args() bootstrap.AgentArgs {
 	return bootstrap.AgentArgs{ID: req.ID, Parent: req.Parent, Name: req.Name,
-		Nonce: bootstrap.NewNonce(), Verbosity: req.Verbosity, Fresh: req.Fresh}
+		Nonce: bootstrap.NewNonce(), Verbosity: req.Verbosity, Fresh: req.Fresh, ParentMaxFrame: req.ParentMaxFrame}
 }
 
 // Connector starts an agent and returns the stream to it, positioned after

@@ -17,6 +17,7 @@ import (
 	spctx "github.com/spindle-rpc/spindle/context"
 	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
+	"github.com/spindle-rpc/spindle/router"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/sys"
@@ -233,5 +234,38 @@ func TestStreamCancelledWhileOpening(t *testing.T) {
 	}
 	if err := sys.Ping(stdctx.Background(), cx); err != nil {
 		t.Fatalf("after 300 cancelled streams: %v", err)
+	}
+}
+
+// The frame limit holds both ways, each refused where the frame would go
+// out: a request larger than the agent reads (its hello says how much)
+// fails at the caller, and a result larger than the controller reads
+// (the agent's -parent-max-frame says how much) comes back as an error of
+// kind too large; both name the limit, and the link lives on.
+func TestFrameLimitBothWays(t *testing.T) {
+	const small = 256 << 10
+	ctl := spctx.NewController(spctx.Options{Router: router.Options{MaxFrameSize: small}})
+	t.Cleanup(func() { ctl.Close() })
+	ctx, cancel := stdctx.WithTimeout(stdctx.Background(), 30*time.Second)
+	defer cancel()
+	cx, err := ctl.Connect(ctx, local.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := cx.Hello().MaxFrame; n != router.DefaultMaxFrameSize {
+		t.Fatalf("the agent's hello announces a frame limit of %d, want %d", n, router.DefaultMaxFrameSize)
+	}
+
+	_, err = exec.Run(ctx, cx, exec.Cmd{Argv: []string{"true", strings.Repeat("x", router.DefaultMaxFrameSize)}})
+	if !errors.Is(err, errkind.ErrTooLarge) || !strings.Contains(err.Error(), "the request (4.0 MiB) exceeds the frame limit of local, 4.0 MiB") {
+		t.Fatalf("a request over the agent's frame limit: %v, want an error of kind too large naming the limit", err)
+	}
+	_, err = exec.Run(ctx, cx, exec.Cmd{Argv: []string{"head", "-c", strconv.Itoa(small), "/dev/zero"}})
+	if !errors.Is(err, errkind.ErrTooLarge) || !strings.Contains(err.Error(), "exceeds the frame limit of parent, 256.0 KiB") {
+		t.Fatalf("a result over the controller's frame limit: %v, want an error of kind too large naming the limit", err)
+	}
+	res, err := exec.Run(ctx, cx, exec.Cmd{Argv: []string{"head", "-c", strconv.Itoa(small / 2), "/dev/zero"}})
+	if err != nil || len(res.Stdout) != small/2 {
+		t.Fatalf("a result within the limit after the refusals: %v", err)
 	}
 }

@@ -73,7 +73,7 @@ func (ctl *Controller) Connect(ctx stdctx.Context, c connectors.Connector) (*Con
 	id := ctl.nextID.Add(1)
 	name := c.Name()
 	conn, err := c.Start(ctx, connectors.StartRequest{ID: id, Parent: router.ControllerID, Name: name,
-		Verbosity: ctl.opts.Verbosity, Logger: ctl.log, Agent: ctl.opts.Agents})
+		Verbosity: ctl.opts.Verbosity, Logger: ctl.log, Agent: ctl.opts.Agents, ParentMaxFrame: ctl.parentMaxFrame()})
 	if err != nil {
 		return nil, errkind.In(name, "", connectError(err))
 	}
@@ -96,6 +96,15 @@ func (ctl *Controller) Connect(ctx stdctx.Context, c connectors.Connector) (*Con
 	ctl.log.Debug("connected", zap.String("context", name), zap.Uint32("id", id),
 		zap.Int("pid", conn.Hello.PID), zap.String("version", conn.Hello.Version))
 	return cx, nil
+}
+
+// parentMaxFrame is what direct children are told of the largest frame
+// the controller reads: 0 when it is the default, which they assume.
+func (ctl *Controller) parentMaxFrame() int {
+	if n := ctl.rt.MaxFrameSize(); n != router.DefaultMaxFrameSize {
+		return n
+	}
+	return 0
 }
 
 func connectError(err error) error {

@@ -18,14 +18,14 @@ import (
 // the frame limit of the link it would go out on. errors.Is matches it
 // to ErrFrameTooLarge and errkind.ErrTooLarge.
 type frameTooLargeError struct {
-	what  string // "message", "circuit header"
+	what  string // "request", "reply", "message"
 	size  int    // its encoded size (an upper bound)
 	link  string // the peer's name
 	limit int    // the peer's frame limit
 }
 
 func (e *frameTooLargeError) Error() string {
-	return fmt.Sprintf("the request (a %s of %s) exceeds the frame limit of %s, %s: it was not sent; pass large data on a stream (stdin, a file copy) instead",
+	return fmt.Sprintf("the %s (%s) exceeds the frame limit of %s, %s, and was not sent; pass large data on a stream (stdin, a file copy) instead",
 		e.what, sizeText(e.size), e.link, sizeText(e.limit))
 }
 
@@ -55,9 +55,16 @@ func (l *Link) SetPeerMaxFrame(n int) {
 // checkFrame refuses m, to go out on l as a bus message (header false) or
 // a circuit header, when it is larger than what l's peer reads.
 func (l *Link) checkFrame(m *Message, header bool) error {
-	limit, what := l.peerFrame.Load(), "message"
+	limit := l.peerFrame.Load()
 	if header {
-		limit, what = l.peerHeader.Load(), "circuit header"
+		limit = l.peerHeader.Load()
+	}
+	what := "message"
+	switch {
+	case m.Handle == HandleCall:
+		what = "request"
+	case m.Handle >= FirstDynamicHandle:
+		what = "reply"
 	}
 	if size := m.EncodedSize(); int64(size) > limit {
 		return &frameTooLargeError{what: what, size: size, link: l.name, limit: int(limit)}

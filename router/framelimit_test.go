@@ -37,7 +37,7 @@ func TestFrameOverPeerLimitFailsAtSender(t *testing.T) {
 	}
 	over := make([]byte, smallFrame)
 	err := ctl.Send(&router.Message{Dst: 1, Handle: router.HandleCall, Data: over})
-	checkTooLarge(t, err, "message", "small", "64.0 KiB")
+	checkTooLarge(t, err, "request", "small", "64.0 KiB")
 
 	c, err := ctl.OpenCircuit(&router.Message{Dst: 1, Handle: router.HandleCall, Data: fits})
 	if err != nil {
@@ -47,7 +47,7 @@ func TestFrameOverPeerLimitFailsAtSender(t *testing.T) {
 	m.Circuit.Close()
 	c.Close()
 	_, err = ctl.OpenCircuit(&router.Message{Dst: 1, Handle: router.HandleCall, Data: over})
-	checkTooLarge(t, err, "circuit header", "small", "64.0 KiB")
+	checkTooLarge(t, err, "request", "small", "64.0 KiB")
 	ping(t, ctl, 1) // the link is up
 }
 
@@ -96,7 +96,7 @@ func TestPeerWithoutAnnouncedLimit(t *testing.T) {
 	}
 	recv(t, got, "the bus message")
 	_, err := ctl.OpenCircuit(&router.Message{Dst: 1, Handle: router.HandleCall, Data: big})
-	checkTooLarge(t, err, "circuit header", "old", "1.0 MiB")
+	checkTooLarge(t, err, "request", "old", "1.0 MiB")
 }
 
 func checkTooLarge(t *testing.T, err error, what, link, limit string) {
@@ -104,7 +104,7 @@ func checkTooLarge(t *testing.T, err error, what, link, limit string) {
 	if !errors.Is(err, errkind.ErrTooLarge) || !errors.Is(err, router.ErrFrameTooLarge) {
 		t.Fatalf("a %s over the limit: %v, want an error of kind too large", what, err)
 	}
-	if msg := err.Error(); !strings.Contains(msg, what) || !strings.Contains(msg, "frame limit of "+link+", "+limit) {
+	if msg := err.Error(); !strings.HasPrefix(msg, "the "+what+" (") || !strings.Contains(msg, "frame limit of "+link+", "+limit) {
 		t.Errorf("the error does not name the %s and the limit (%s's, %s): %q", what, link, limit, msg)
 	}
 }

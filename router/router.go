@@ -49,6 +49,10 @@ type Options struct {
 	// KeepaliveCountMax is how many silent intervals in a row declare a
 	// link dead. Default DefaultKeepaliveCountMax (4).
 	KeepaliveCountMax int
+	// ParentMaxFrameSize is the largest frame the parent reads (an
+	// agent's -parent-max-frame): larger messages and replies are refused
+	// here, at once. Default MaxFrameSize.
+	ParentMaxFrameSize int
 }
 
 // Keepalive returns the keepalive's interval (≤ 0: off) and count, with
@@ -516,6 +520,9 @@ func (r *Router) Serve(ctx context.Context, conn io.ReadWriteCloser, parentName 
 	}
 	r.parent = l
 	r.mu.Unlock()
+	if n := r.opts.ParentMaxFrameSize; n > 0 {
+		l.SetPeerMaxFrame(n)
+	}
 	r.start(l)
 	select {
 	case <-l.done:

@@ -2,6 +2,7 @@ package rpc
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"sync"
@@ -192,12 +193,16 @@ func (s *Server) reply(m *router.Message, result any, err error) {
 		out.Flags |= router.FlagError
 		out.Data, _ = wire.Marshal(ToRemote(err))
 	}
-	if len(out.Data) > router.DefaultMaxFrameSize-1024 {
+	err = s.rt.Send(out)
+	if errors.Is(err, errkind.ErrTooLarge) {
+		// Over the parent's frame limit: the caller is told so, by the
+		// router's error, which names the limit.
 		out.Flags |= router.FlagError
 		out.Data, _ = wire.Marshal(&RemoteError{Kind: "too_large", Message: fmt.Sprintf(
-			"result of %d bytes is too large for one message (limit %d): fetch it over a circuit", len(out.Data), router.DefaultMaxFrameSize)})
+			"%v: fetch a result this large over a circuit", err)})
+		err = s.rt.Send(out)
 	}
-	if err := s.rt.Send(out); err != nil {
+	if err != nil {
 		s.log.Debug("reply not sent", zap.Error(err))
 	}
 }
