@@ -57,7 +57,7 @@ func (k *keepalive) set(interval time.Duration, countMax int) {
 // check runs on the timer.
 func (k *keepalive) check() {
 	k.mu.Lock()
-	if k.stopped || k.interval <= 0 {
+	if k.stopped || k.interval <= 0 || k.l.Err() != nil {
 		k.mu.Unlock()
 		return
 	}

@@ -214,6 +214,7 @@ func (l *Link) kill(err error) {
 func (l *Link) close(err error) {
 	l.kill(err)
 	l.sess.Close()
+	l.alive.stop() // after the session's end, which ends its ping
 }
 
 func isClosedErr(err error) bool {

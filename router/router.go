@@ -603,7 +603,6 @@ func (r *Router) readLoop(l *Link) {
 	l.kill(err)
 	r.linkLost(l)
 	l.close(nil)
-	l.alive.stop() // after the session's end, which ends its ping
 }
 
 func (r *Router) acceptLoop(l *Link) {
