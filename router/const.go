@@ -120,12 +120,14 @@ const (
 	DefaultStallTimeout = 30 * time.Second
 	// DefaultKeepaliveInterval and DefaultKeepaliveCountMax bound how
 	// long a link to a child may deliver nothing before it is declared
-	// dead (Options.KeepaliveInterval, KeepaliveCountMax): 4 silent
-	// intervals of 15 s, so a dead child is found 60 to 75 s after its
-	// last byte. ssh's ServerAliveInterval and ServerAliveCountMax, whose
-	// names the CLI's -o takes, count the same way.
+	// dead (Options.KeepaliveInterval, KeepaliveCountMax): 3 keepalives
+	// 15 s apart unanswered, so a dead child is found 60 to 75 s after
+	// its last byte (the silent interval that sends the first, the three
+	// waits, and up to one interval before the first check). ssh's
+	// ServerAliveInterval and ServerAliveCountMax, whose names the CLI's
+	// -o takes, count the same way, with the same defaults.
 	DefaultKeepaliveInterval = 15 * time.Second
-	DefaultKeepaliveCountMax = 4
+	DefaultKeepaliveCountMax = 3
 	// progressChunk bounds one write to a link's transport, so that a
 	// slow transport shows progress every progressChunk bytes instead of
 	// once per yamux frame (up to a stream window, 16 MiB).

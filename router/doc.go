@@ -113,14 +113,15 @@
 //     anything since the last check, and if not, pings the child (a yamux
 //     ping, which the child's yamux session answers whatever its router is
 //     doing; one ping in flight at most).
-//   - After Options.KeepaliveCountMax (default DefaultKeepaliveCountMax,
-//     4) checks in a row that found nothing, the link is declared dead as
-//     for the stall bound: one warning ("disconnected": "no answer to
-//     keepalives: its transport delivered nothing for 1m0s (4 × 15s …)"),
-//     its routes withdrawn, and every call waiting on its subtree failed
-//     as disconnected, naming the link. So a dead child fails its callers
-//     60 to 75 s after its last byte by default: KeepaliveCountMax
-//     intervals, plus up to one for the first check to find the silence.
+//   - When Options.KeepaliveCountMax (default DefaultKeepaliveCountMax,
+//     3) pings in a row go unanswered, nothing at all read after them,
+//     the link is declared dead as for the stall bound: one warning
+//     ("disconnected": "no answer to keepalives: its transport delivered
+//     nothing for 1m0s (3 keepalives 15s apart …)"), its routes withdrawn,
+//     and every call waiting on its subtree failed as disconnected, naming
+//     the link. So a dead child fails its callers 60 to 75 s after its
+//     last byte by default: KeepaliveCountMax+1 intervals, plus up to one
+//     for the first check to find the silence.
 //   - Any byte counts, not only the pong: a link busy with a transfer,
 //     whose pong waits behind the data, is alive.
 //   - Negative KeepaliveInterval turns it off. The controller passes its

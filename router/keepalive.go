@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// keepalive declares a link to a child dead when its transport has
-// delivered nothing for countMax intervals in a row (doc.go, "Dead
-// links"). At each interval with nothing read it pings the child (a yamux
-// ping, which the child's yamux receive loop answers by itself, whatever
-// its router is doing), so that a healthy idle child has something to
-// say; any byte read counts, so a busy link whose pong waits behind bulk
-// data is not taken for a dead one. A timer, not a goroutine, waits
+// keepalive declares a link to a child dead when countMax keepalives in
+// a row went unanswered (doc.go, "Dead links"), as ssh's
+// ServerAliveCountMax counts them. At each interval with nothing read it
+// pings the child (a yamux ping, which the child's yamux receive loop
+// answers by itself, whatever its router is doing), so that a healthy
+// idle child has something to say; any byte read counts as an answer, so
+// a busy link whose pong waits behind bulk data is not taken for a dead
+// one. A timer, not a goroutine, waits
 // between checks; one goroutine at most runs a ping, which ends when the
 // pong arrives or the session does.
 type keepalive struct {
@@ -24,7 +25,7 @@ type keepalive struct {
 	countMax int
 	timer    *time.Timer
 	mark     uint64 // the transport's read count at the last check
-	missed   int    // checks in a row that found nothing read
+	missed   int    // keepalives in a row that found nothing read after them
 	stopped  bool
 	pinging  atomic.Bool
 	pings    sync.WaitGroup
@@ -61,20 +62,23 @@ func (k *keepalive) check() {
 		k.mu.Unlock()
 		return
 	}
-	if n := k.l.conn.read.Load(); n != k.mark {
+	n := k.l.conn.read.Load()
+	if n != k.mark {
 		k.mark, k.missed = n, 0
-	} else {
-		k.missed++
+		k.timer.Reset(k.interval)
+		k.mu.Unlock()
+		return
 	}
 	if k.missed >= k.countMax {
 		k.stopped = true
 		interval, count := k.interval, k.countMax
 		k.mu.Unlock()
-		k.l.kill(&stallError{fmt.Sprintf("no answer to keepalives: its transport delivered nothing for %v (%d × %v, Options.KeepaliveInterval and KeepaliveCountMax)",
-			time.Duration(count)*interval, count, interval)})
+		k.l.kill(&stallError{fmt.Sprintf("no answer to keepalives: its transport delivered nothing for %v (%d keepalives %v apart, Options.KeepaliveInterval and KeepaliveCountMax)",
+			time.Duration(count+1)*interval, count, interval)})
 		return
 	}
-	if k.missed > 0 && k.pinging.CompareAndSwap(false, true) {
+	k.missed++
+	if k.pinging.CompareAndSwap(false, true) {
 		k.pings.Add(1)
 		k.sent.Add(1)
 		go func() {

@@ -37,17 +37,19 @@ type Options struct {
 	// KeepaliveInterval is how often a link to a child must deliver
 	// something: at each interval its transport delivered nothing in,
 	// the router pings the child (which answers from its yamux session,
-	// whatever its router is doing), and after KeepaliveCountMax such
-	// intervals in a row the link is declared dead, as for StallTimeout:
-	// a child that is stopped, or whose host or connection died without
-	// a word, fails every call waiting on its subtree within
-	// KeepaliveInterval × KeepaliveCountMax to one interval more. The
-	// controller passes its values to every agent that connects a child
-	// (connect.Start). Default DefaultKeepaliveInterval (15 s); negative:
-	// never. See the package comment, "Dead links".
+	// whatever its router is doing), and when KeepaliveCountMax such
+	// pings in a row go unanswered the link is declared dead, as for
+	// StallTimeout: a child that is stopped, or whose host or connection
+	// died without a word, fails every call waiting on its subtree
+	// (KeepaliveCountMax+1) × KeepaliveInterval after its last byte, to
+	// one interval more. The controller passes its values to every agent
+	// that connects a child (connect.Start). Default
+	// DefaultKeepaliveInterval (15 s); negative: never. See the package
+	// comment, "Dead links".
 	KeepaliveInterval time.Duration
-	// KeepaliveCountMax is how many silent intervals in a row declare a
-	// link dead. Default DefaultKeepaliveCountMax (4).
+	// KeepaliveCountMax is how many keepalives in a row may go
+	// unanswered, as ssh's ServerAliveCountMax. Default
+	// DefaultKeepaliveCountMax (3).
 	KeepaliveCountMax int
 	// ParentMaxFrameSize is the largest frame the parent reads (an
 	// agent's -parent-max-frame): larger messages and replies are refused

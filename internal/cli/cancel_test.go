@@ -69,7 +69,7 @@ func startStopped(t *testing.T, env, flags []string) (*ptytest.Run, *osexec.Cmd)
 
 // An agent that stops answering while its command runs fails the command
 // by itself, once the keepalive -o ServerAliveInterval and
-// ServerAliveCountMax set has gone unanswered (2 × 1 s here), with ssh's
+// ServerAliveCountMax set has gone unanswered (2 pings 1 s apart here), with ssh's
 // 255 and a message that says why: directly and through the daemon.
 func TestKeepaliveEndsRunOfStoppedAgent(t *testing.T) {
 	ka := []string{"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"}
@@ -86,7 +86,7 @@ func TestKeepaliveEndsRunOfStoppedAgent(t *testing.T) {
 			if code := r.ExitCode(); code != 255 {
 				t.Errorf("exit status %d, want 255; output:\n%q", code, r.Output())
 			}
-			r.WaitFor("no answer to keepalives: its transport delivered nothing for 2s (2 × 1s")
+			r.WaitFor("no answer to keepalives: its transport delivered nothing for 3s (2 keepalives 1s apart")
 		})
 	}
 }

@@ -259,8 +259,8 @@ func (o *connectOptions) sshBase() (ssh.Options, error) {
 // keepalive is the keepalive of every link the CLI's controller and its
 // agents keep to a child (router.Options.KeepaliveInterval and
 // KeepaliveCountMax), from -o ServerAliveInterval and ServerAliveCountMax
-// as ssh takes them: seconds, 0 for none; a count of silent intervals.
-// Not given, they are 0 (the router's defaults, 15 s and 4). An SSH hop's
+// as ssh takes them: seconds, 0 for none; a count of unanswered pings.
+// Not given, they are 0 (the router's defaults, 15 s and 3). An SSH hop's
 // own keepalive takes them too (sshOptions), with ssh_config's.
 func (o *connectOptions) keepalive() (interval time.Duration, countMax int, err error) {
 	if v := o.optionValue("ServerAliveInterval"); v != "" {
