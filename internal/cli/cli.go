@@ -325,22 +325,27 @@ const abandonGrace = 300 * time.Millisecond
 
 // closeAfter closes the session, within abandonGrace if sig says a
 // signal ended the command.
-func (s *session) closeAfter(sig func() syscall.Signal) {
+func (s *session) closeAfter(sig func() syscall.Signal) { closeWithin(sig, s.log, s.Close) }
+
+// closeWithin runs closeFn, a close of the command's connections, and
+// waits for it: for abandonGrace at most if sig says a signal ended the
+// command.
+func closeWithin(sig func() syscall.Signal, log *zap.Logger, closeFn func()) {
 	if sig() == 0 {
-		s.Close()
+		closeFn()
 		return
 	}
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		s.Close()
+		closeFn()
 	}()
 	t := time.NewTimer(abandonGrace)
 	defer t.Stop()
 	select {
 	case <-done:
 	case <-t.C:
-		s.log.Debug("connection abandoned: its agents did not exit in time", zap.Duration("grace", abandonGrace))
+		log.Debug("connection abandoned: its agents did not exit in time", zap.Duration("grace", abandonGrace))
 	}
 }
 

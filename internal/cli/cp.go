@@ -261,7 +261,7 @@ func runCopy(ctx stdctx.Context, g *globals, o *cpOptions, src, dst copyEndpoint
 	if err != nil {
 		return err
 	}
-	defer s.Close()
+	defer s.closeAfter(sig)
 	var from, to *spindle.Context
 	switch {
 	case src.remote() && dst.remote():

@@ -242,7 +242,7 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	})
 	defer func() {
 		if ctl != nil {
-			ctl.Close()
+			closeWithin(sig, g.logger(), func() { ctl.Close() })
 		}
 	}()
 
