@@ -90,3 +90,33 @@ func TestKeepaliveEndsRunOfStoppedAgent(t *testing.T) {
 		})
 	}
 }
+
+// Ctrl-C on a command whose agent answers kills the remote process group
+// and exits 130, directly and through the daemon.
+func TestCtrlCKillsRemoteCommand(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		flags []string
+		env   func(*testing.T) []string
+	}{
+		{"direct", nil, func(*testing.T) []string { return os.Environ() }},
+		{"persist", []string{"--persist", "1m"}, persistEnv},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append(append([]string{"run"}, tc.flags...), "local", "--", "sh", "-c", "echo remote=$$.; exec sleep 60")
+			cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+			cmd.Env = tc.env(t)
+			r := ptytest.Start(t, cmd)
+			m := r.WaitForMatch(regexp.MustCompile(`remote=(\d+)\.`))
+			pid, err := strconv.Atoi(m[1])
+			if err != nil || pid <= 1 {
+				t.Fatalf("remote pid %q: %v", m[1], err)
+			}
+			r.Type("\x03")
+			if code := r.ExitCode(); code != 130 {
+				t.Errorf("Ctrl-C: exit status %d, want 130; output:\n%q", code, r.Output())
+			}
+			pollUntil(t, "the remote command killed", func() bool { return syscall.Kill(pid, 0) != nil })
+		})
+	}
+}
