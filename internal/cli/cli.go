@@ -314,8 +314,8 @@ func (s *session) lastSSH() (ssh.Options, bool) {
 	return ssh.Options{}, false
 }
 
-// abandonGrace bounds how long a command ended by a signal waits for its
-// connection to close: its agents get that long to exit once their link
+// abandonGrace bounds how long a command ended by a signal, or by the
+// loss of its connection, waits for that connection to close: its agents get that long to exit once their link
 // ends, and one that does not answer (stopped, or behind a wedged hop) is
 // left to the end of its connection when this process exits (end of
 // file on its stdin; SIGHUP and SIGCONT from the kernel for a stopped
@@ -324,14 +324,17 @@ func (s *session) lastSSH() (ssh.Options, bool) {
 const abandonGrace = 300 * time.Millisecond
 
 // closeAfter closes the session, within abandonGrace if sig says a
-// signal ended the command.
-func (s *session) closeAfter(sig func() syscall.Signal) { closeWithin(sig, s.log, s.Close) }
+// signal ended the command, or if the connection was lost (its link
+// declared dead: the agent may not be there to exit).
+func (s *session) closeAfter(sig func() syscall.Signal) {
+	lost := s.cx != nil && s.cx.Err() != nil
+	closeWithin(sig() != 0 || lost, s.log, s.Close)
+}
 
 // closeWithin runs closeFn, a close of the command's connections, and
-// waits for it: for abandonGrace at most if sig says a signal ended the
-// command.
-func closeWithin(sig func() syscall.Signal, log *zap.Logger, closeFn func()) {
-	if sig() == 0 {
+// waits for it: for abandonGrace at most if bounded.
+func closeWithin(bounded bool, log *zap.Logger, closeFn func()) {
+	if !bounded {
 		closeFn()
 		return
 	}

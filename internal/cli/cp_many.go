@@ -83,7 +83,7 @@ func (g *globals) copyToMany(ctx stdctx.Context, o *cpOptions, srcArg, dstPath s
 	})
 	defer func() {
 		if ctl != nil {
-			closeWithin(sig, log, func() { ctl.Close() })
+			closeWithin(sig() != 0, log, func() { ctl.Close() })
 		}
 	}()
 	bar := newCopyProgress(g.stderr, path.Base(src.Path))

@@ -242,7 +242,7 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 	})
 	defer func() {
 		if ctl != nil {
-			closeWithin(sig, g.logger(), func() { ctl.Close() })
+			closeWithin(sig() != 0, g.logger(), func() { ctl.Close() })
 		}
 	}()
 
