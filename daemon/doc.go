@@ -13,7 +13,8 @@
 //     client's connection to an Endpoint.
 //   - Registry (registry.go) holds the kept connections, keyed by the
 //     settings they were made with and the target: shared by every
-//     request and every endpoint, a dead one replaced on the next request,
+//     request and every endpoint, a dead one replaced on the next request
+//     (GetLive: found dead by a ping, before the request starts anything),
 //     one controller (and its shared routes, package target) per settings.
 //     How a connection is made is the caller's Dialer: the registry reads
 //     no flags and asks no one for passwords itself.

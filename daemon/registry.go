@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"sync"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/services/sys"
 	"github.com/spindle-rpc/spindle/target"
 	"go.uber.org/zap"
 )
@@ -131,6 +133,37 @@ func (r *Registry) Get(ctx context.Context, key Key, d Dialer) (c *Conn, reused 
 	s.c = &Conn{Context: cx, Steps: steps, Group: g}
 	log.Info("daemon: connected", zap.String("target", key.Target))
 	return s.c, false, nil
+}
+
+// GetLive is Get for a request about to start something: a reused
+// connection must first answer a ping, and one found disconnected is
+// replaced, once. Nothing local says that a kept connection's agent died
+// until its transport's end arrives, which can be after the request
+// started a command on it; that command would then fail with no way to
+// tell whether it ran (so it cannot be retried). The ping can: it runs
+// nothing, and an agent that answers it was alive when the request came.
+// The price is one round trip per request on a kept connection.
+//
+// A connection that dies after answering still fails the request;
+// its caller may retry what provably never reached the agent (an
+// exec.Start that failed to open its circuit, with reused set).
+func (r *Registry) GetLive(ctx context.Context, key Key, d Dialer) (c *Conn, reused bool, err error) {
+	c, reused, err = r.Get(ctx, key, d)
+	if err != nil || !reused {
+		return c, reused, err
+	}
+	err = sys.Ping(ctx, c.Context)
+	if err == nil {
+		return c, true, nil
+	}
+	if !errors.Is(err, spindle.ErrDisconnected) || ctx.Err() != nil {
+		return nil, false, err
+	}
+	if d.Log != nil {
+		d.Log.Info("daemon: kept connection lost", zap.String("target", key.Target), zap.Error(err))
+	}
+	r.Drop(key, c)
+	return r.Get(ctx, key, d)
 }
 
 // Drop closes c, key's connection unless another request replaced it
