@@ -16,7 +16,6 @@ import (
 	"github.com/spindle-rpc/spindle/daemon"
 	"github.com/spindle-rpc/spindle/daemon/proto"
 	"github.com/spindle-rpc/spindle/services/exec"
-	"github.com/spindle-rpc/spindle/services/sys"
 	"github.com/spindle-rpc/spindle/target"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -26,7 +25,8 @@ import (
 // between commands, like OpenSSH's ControlPersist: the first command
 // starts it (in the background, with the command's environment), and
 // every later one with the same environment and connection flags runs on
-// the connection and agents already there, for the price of one call.
+// the connection and agents already there, for the price of a ping (that
+// they are still there) and one call.
 // It exits once no command has run for the persist time. Package daemon
 // serves the socket and keeps the connections; this file runs the CLI's
 // commands there.
@@ -151,8 +151,9 @@ func (d *daemonHandler) runOn(ctx stdctx.Context, g *globals, r *proto.Run, cl *
 		return d.copyOn(ctx, g, r, cl, log)
 	}
 
-	// A kept connection may have died since (the network, the agent
-	// killed): a command that cannot start on it gets a new one, once.
+	// A kept connection that answered session's ping may still die before
+	// the command's circuit opens: a command that could not even be sent
+	// gets a new one, once.
 	var s *session
 	var p *exec.Process
 	for attempt := 0; p == nil; attempt++ {
@@ -216,7 +217,7 @@ func (d *daemonHandler) copyOn(ctx stdctx.Context, g *globals, r *proto.Run, cl 
 		if !e.remote() {
 			continue
 		}
-		s, err := d.liveSession(ctx, g, r, e.Target, rlog)
+		s, _, err := d.session(ctx, g, r, e.Target, rlog)
 		if err != nil {
 			return err
 		}
@@ -237,10 +238,10 @@ func (d *daemonHandler) key(r *proto.Run, target string) daemon.Key {
 }
 
 // session returns the kept connection to target for r's flags, made now
-// with g's flags (r's) if there is none or it died; reused says it was
-// there.
+// with g's flags (r's) if there is none or it died (the registry's
+// GetLive: a kept one answered a ping); reused says it was there.
 func (d *daemonHandler) session(ctx stdctx.Context, g *globals, r *proto.Run, tgt string, log *zap.Logger) (*session, bool, error) {
-	c, reused, err := d.reg.Get(ctx, d.key(r, tgt), daemon.Dialer{
+	c, reused, err := d.reg.GetLive(ctx, d.key(r, tgt), daemon.Dialer{
 		NewGroup: func() (*spindle.Controller, *zap.Logger) {
 			l := g.logger()
 			return spindle.NewController(g.controllerOptions(l)), l
@@ -269,22 +270,6 @@ func (d *daemonHandler) session(ctx stdctx.Context, g *globals, r *proto.Run, tg
 	c0 := targetChain{steps: c.Steps}
 	return &session{ctl: c.Group.Controller, shared: true, kept: c, cx: c.Context, log: c.Group.Log, last: c0.last(),
 		lasts: []spindle.Connector{c0.last()}, hops: [][]spindle.Connector{c0.connectors()}}, reused, nil
-}
-
-// liveSession is session, with a kept connection checked by a ping
-// first (a copy has no single call to retry) and replaced if it died.
-func (d *daemonHandler) liveSession(ctx stdctx.Context, g *globals, r *proto.Run, tgt string, log *zap.Logger) (*session, error) {
-	s, reused, err := d.session(ctx, g, r, tgt, log)
-	if err != nil || !reused {
-		return s, err
-	}
-	if err := sys.Ping(ctx, s.cx); err != nil && errors.Is(err, spindle.ErrDisconnected) {
-		log.Info("daemon: kept connection lost", zap.String("target", tgt), zap.Error(err))
-		d.reg.Drop(d.key(r, tgt), s.kept)
-		s, _, err = d.session(ctx, g, r, tgt, log)
-		return s, err
-	}
-	return s, nil
 }
 
 // requestLog is a client's stderr for the logs of its request; what comes
