@@ -21,7 +21,6 @@ import (
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/fs"
 	"github.com/spindle-rpc/spindle/services/modules"
-	"github.com/spindle-rpc/spindle/services/sys"
 	"github.com/spindle-rpc/spindle/target"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -316,17 +315,6 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 				out.WriteString(home)
 				answered = true
 				return true, nil
-			}
-		}
-		if c.reused {
-			// Started on a kept connection whose agent died a moment ago
-			// (the news still on its way), the command would fail with no
-			// telling whether it ran. A ping runs nothing: one found
-			// disconnected is replaced (daemon.Registry.GetLive asks the
-			// same question for the CLI's requests). put's stat and
-			// fetch's read ask it by themselves.
-			if err := sys.Ping(ctx, c.cx); err != nil {
-				return false, err
 			}
 		}
 		if zipped {
