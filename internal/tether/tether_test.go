@@ -197,6 +197,19 @@ func TestWatchdogReplaced(t *testing.T) {
 		t.Fatalf("no watchdog after a start: %v", watch.failed)
 	}
 	old.Process.Kill()
+	// Until the killed watchdog has exited, its end of the pipe is open
+	// and a write still succeeds: wait for the exit, without reaping it
+	// (the tether reaps its watchdog).
+	var info unix.Siginfo
+	for {
+		err := unix.Waitid(unix.P_PID, old.Process.Pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if err != unix.EINTR {
+			if err != nil {
+				t.Fatalf("waiting for the killed watchdog: %v", err)
+			}
+			break
+		}
+	}
 	// Only a write tells the parent its watchdog is gone: a second child.
 	other := tethered(t, "true")
 	releaseOther, err := Start(other)
