@@ -3,6 +3,7 @@ package ansible
 import (
 	"bytes"
 	"crypto/sha256"
+	"strings"
 	"sync"
 
 	"github.com/spindle-rpc/spindle"
@@ -112,6 +113,32 @@ func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool
 	} else {
 		delete(known, sum)
 	}
+}
+
+// pythonOnly recognises the command Ansible runs a pipelined module
+// with, when it does nothing but start the interpreter:
+// /bin/sh -c '/usr/bin/python3 && sleep 0' (up to 2.20), or
+// /bin/sh -c /usr/bin/python3 (2.21 and later). A command with anything
+// else in it (environment variables, a become wrapper) is no such run.
+func pythonOnly(cmd string) (interp string, ok bool) {
+	rest, ok := strings.CutPrefix(cmd, "/bin/sh -c ")
+	if !ok {
+		return "", false
+	}
+	if q, ok := strings.CutPrefix(rest, "'"); ok {
+		if rest, ok = strings.CutSuffix(q, "'"); !ok {
+			return "", false
+		}
+		rest = strings.TrimSuffix(rest, " && sleep 0")
+	}
+	base := rest[strings.LastIndexByte(rest, '/')+1:]
+	if !strings.HasPrefix(rest, "/") || !strings.Contains(base, "python") || strings.Contains(rest, "/../") ||
+		strings.IndexFunc(rest, func(c rune) bool {
+			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._+-", c))
+		}) >= 0 {
+		return "", false
+	}
+	return rest, true
 }
 
 // stdinParts are the parts of an AnsiballZ payload's stdin for cx: the

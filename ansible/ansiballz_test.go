@@ -88,3 +88,26 @@ func TestAnsiballzResentWhenLost(t *testing.T) {
 		t.Error("the zip sent again is not remembered")
 	}
 }
+
+func TestPythonOnly(t *testing.T) {
+	for cmd, want := range map[string]string{
+		"/bin/sh -c '/usr/bin/python3 && sleep 0'":                                    "/usr/bin/python3",
+		"/bin/sh -c '/usr/bin/python3.11 && sleep 0'":                                 "/usr/bin/python3.11",
+		"/bin/sh -c '/usr/bin/python3'":                                               "/usr/bin/python3",
+		"/bin/sh -c /usr/libexec/platform-python":                                     "/usr/libexec/platform-python",
+		"/bin/sh -c 'FOO=1 /usr/bin/python3 && sleep 0'":                              "",
+		"/bin/sh -c 'python3 && sleep 0'":                                             "",
+		"/bin/sh -c '/usr/bin/python3 -c 1 && sleep 0'":                               "",
+		"/bin/sh -c '/usr/bin/python3; rm -rf /tmp/x && sleep 0'":                     "",
+		"/bin/sh -c '/usr/bin/perl && sleep 0'":                                       "",
+		"/bin/sh -c '/usr/bin/python3 && sleep 0":                                     "",
+		"sudo -H -S -n -u root /bin/sh -c 'echo BECOME-SUCCESS-x ; /usr/bin/python3'": "",
+		"/bin/sh -c '/tmp/../usr/bin/python3 && sleep 0'":                             "",
+		"/usr/bin/python3":                                                            "",
+	} {
+		got, ok := pythonOnly(cmd)
+		if got != want || ok != (want != "") {
+			t.Errorf("%q: %q %v, want %q", cmd, got, ok, want)
+		}
+	}
+}

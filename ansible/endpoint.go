@@ -138,6 +138,9 @@ type request struct {
 	PTY    bool             `json:"pty"`
 	Src    string           `json:"src"`
 	Dst    string           `json:"dst"`
+	// ModuleRunner (absent: true) lets a pipelined module run in a fork
+	// of the agent's warm Python runner.
+	ModuleRunner *bool `json:"module_runner"`
 }
 
 func (e *Endpoint) handle(ctx context.Context, req *wire.Request, s *daemon.Server) (map[string]any, []byte, []byte, *Error) {
@@ -318,7 +321,11 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 			}
 		}
 		if zipped {
-			return e.execAnsiballz(ctx, c.cx, *r.Cmd, prefix, zip, suffix, &out, &errb, &res)
+			cmd := exec.Cmd{Shell: *r.Cmd}
+			if interp, ok := pythonOnly(*r.Cmd); ok && (r.ModuleRunner == nil || *r.ModuleRunner) {
+				cmd.Python = &exec.Python{Interpreter: interp, ZipPart: 1}
+			}
+			return e.execAnsiballz(ctx, c.cx, cmd, prefix, zip, suffix, &out, &errb, &res)
 		}
 		return e.run(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY}, stdin, &out, &errb, &res)
 	})
@@ -360,11 +367,12 @@ func (e *Endpoint) run(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, s
 // execAnsiballz runs cmd with an AnsiballZ payload's stdin, its zip
 // named by hash when cx's agent has it, sent with it otherwise (and
 // again if the agent lost it).
-func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd string, prefix, zip, suffix []byte, out, errb *bytes.Buffer, res **exec.Result) (bool, error) {
+func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, prefix, zip, suffix []byte, out, errb *bytes.Buffer, res **exec.Result) (bool, error) {
 	sum := sha256.Sum256(zip)
 	for attempt := 0; ; attempt++ {
 		withZip := attempt > 0 || !e.zips.has(cx, sum)
-		started, err := e.run(ctx, cx, exec.Cmd{Shell: cmd, StdinParts: stdinParts(prefix, zip, suffix, sum, withZip)}, nil, out, errb, res)
+		cmd.StdinParts = stdinParts(prefix, zip, suffix, sum, withZip)
+		started, err := e.run(ctx, cx, cmd, nil, out, errb, res)
 		if err == nil {
 			e.zips.set(cx, sum, true)
 			return true, nil

@@ -128,3 +128,13 @@ func serve(reqs <-chan *startReq) {
 		r.done <- r.cmd.Start()
 	}
 }
+
+// Track ties the process group pgid, which this process did not start
+// itself (a fork of a process it started), to this process the way Start
+// does, with the watchdog alone. Call release once the group is no
+// longer this process's to kill.
+func Track(pgid int) (release func()) {
+	watch.add(pgid)
+	var once sync.Once
+	return func() { once.Do(func() { watch.remove(pgid) }) }
+}

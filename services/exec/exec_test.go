@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -15,11 +16,21 @@ import (
 	"time"
 
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/pyrunner"
 	"github.com/spindle-rpc/spindle/rpc"
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	code := m.Run()
+	// The warm runners stay for the agent's life: end them first.
+	pyrunner.Default.Close()
+	if err := goleak.Find(); code == 0 && err != nil {
+		fmt.Fprintln(os.Stderr, "goleak:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
 
 // runDirect calls the exec.Run handler as rpc.Server would.
 func runDirect(t *testing.T, ctx context.Context, cmd Cmd) (*Result, error) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/creack/pty"
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/pyrunner"
 	"github.com/spindle-rpc/spindle/internal/tether"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
@@ -34,14 +35,14 @@ func Register(reg *rpc.Registry) {
 // joinStdinParts makes c.Stdin of c.StdinParts, storing the parts that
 // come with their bytes and fetching those named by hash from the
 // module store.
-func joinStdinParts(c *Cmd, method string) error {
+func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 	if len(c.StdinParts) == 0 {
-		return nil
+		return nil, nil
 	}
 	if len(c.Stdin) > 0 {
-		return errkind.Errorf(errkind.ErrBadArgs, "%s: Stdin and StdinParts both set", method)
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: Stdin and StdinParts both set", method)
 	}
-	parts := make([][]byte, len(c.StdinParts))
+	parts = make([][]byte, len(c.StdinParts))
 	n := 0
 	for i, p := range c.StdinParts {
 		switch {
@@ -50,16 +51,16 @@ func joinStdinParts(c *Cmd, method string) error {
 		case p.Data != nil:
 			sum, err := modules.Default.Put(p.Data)
 			if err != nil {
-				return err
+				return nil, err
 			}
 			if !bytes.Equal(sum[:], p.SHA256) {
-				return errkind.Errorf(errkind.ErrBadArgs, "%s: stdin part %d: its bytes hash to %x, not %x", method, i, sum, p.SHA256)
+				return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: stdin part %d: its bytes hash to %x, not %x", method, i, sum, p.SHA256)
 			}
 			parts[i] = p.Data
 		default:
 			data, err := modules.Default.Get(p.SHA256)
 			if err != nil {
-				return fmt.Errorf("%s: stdin part %d: %w", method, i, err)
+				return nil, fmt.Errorf("%s: stdin part %d: %w", method, i, err)
 			}
 			parts[i] = data
 		}
@@ -70,7 +71,7 @@ func joinStdinParts(c *Cmd, method string) error {
 		c.Stdin = append(c.Stdin, p...)
 	}
 	c.StdinParts = nil
-	return nil
+	return parts, nil
 }
 
 // chunkSize bounds one output frame's data, and the reads from a PTY.
@@ -84,7 +85,7 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 	if c.PTY {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: a PTY needs exec.Start", MethodRun)
 	}
-	if err := joinStdinParts(&c, MethodRun); err != nil {
+	if _, err := joinStdinParts(&c, MethodRun); err != nil {
 		return nil, err
 	}
 	limit := c.MaxOutput
@@ -138,7 +139,8 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 	if c.MaxOutput < 0 {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative MaxOutput", MethodStart)
 	}
-	if err := joinStdinParts(&c, MethodStart); err != nil {
+	parts, err := joinStdinParts(&c, MethodStart)
+	if err != nil {
 		return nil, err
 	}
 	tctx, cancel, err := withTimeout(ctx, &c, MethodStart)
@@ -164,9 +166,16 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 		res       *Result
 		truncated [3]bool
 	)
-	if c.PTY {
+	ran := false
+	if c.Python != nil && !c.PTY && c.Python.ZipPart >= 0 && c.Python.ZipPart < len(parts) {
+		res, err = runPython(ctx, tctx, call, &c, cmd, parts[c.Python.ZipPart], fw, &truncated)
+		ran = !errors.Is(err, pyrunner.ErrUnavailable)
+	}
+	switch {
+	case ran:
+	case c.PTY:
 		res, err = runPTY(ctx, tctx, call, &c, cmd, fw, &truncated)
-	} else {
+	default:
 		res, err = runPipes(ctx, tctx, call, &c, cmd, fw, &truncated)
 	}
 	if err != nil {

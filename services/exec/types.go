@@ -50,6 +50,14 @@ type Cmd struct {
 	// call before the process starts, with errkind.ErrNotFound and
 	// modules.NotStored in its text: send the part's Data again.
 	StdinParts []StdinPart `msgpack:"inp,omitempty"`
+	// Python, if set, lets the agent run the command in a fork of its
+	// warm Python runner (internal/pyrunner) instead of starting it, for
+	// exec.Start without a PTY: the command (Shell or Argv) must be one
+	// that only starts Python.Interpreter with stdin as its script, and
+	// it is what runs when no runner can (no such interpreter, older
+	// than 3.6, no os.fork). The status is then the interpreter's, with
+	// a signal's death reported as a shell would: exit code 128+N.
+	Python *Python `msgpack:"py,omitempty"`
 	// Env sets variables, applied after Unset.
 	Env map[string]string `msgpack:"env,omitempty"`
 	// Unset removes variables from the starting environment.
@@ -77,6 +85,16 @@ type Cmd struct {
 type StdinPart struct {
 	Data   []byte `msgpack:"d,omitempty"`
 	SHA256 []byte `msgpack:"h,omitempty"`
+}
+
+// Python describes a pipelined AnsiballZ module run (Cmd.Python).
+type Python struct {
+	// Interpreter is the absolute path of the Python the command starts.
+	Interpreter string `msgpack:"i"`
+	// ZipPart is the index in Cmd.StdinParts of the part holding the
+	// module's zip in base64, whose ansible.module_utils the runner
+	// preloads.
+	ZipPart int `msgpack:"z"`
 }
 
 // Result is the reply of exec.Run and exec.Start.

@@ -1,0 +1,76 @@
+package ansible_test
+
+import (
+	"encoding/json"
+	"os/user"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
+	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
+)
+
+var timeFields = regexp.MustCompile(`"(start|end|delta)": "[^"]*"`)
+
+// TestModuleRunner runs pipelined modules through the endpoint with the
+// runner (the default) and without (module_runner false): the results
+// are the same, and the runner is what ran them, as the become user too.
+func TestModuleRunner(t *testing.T) {
+	sshtest.Require(t)
+	ansiballz.Need(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	py := ansiballz.Python
+	const cmd = "/bin/sh -c '" + ansiballz.Python + " && sleep 0'"
+	u, err := user.Lookup(h.u.Name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, _ := filepath.Abs("testdata/modules/spindle_parent.py")
+	who := ansiballz.Payload(t, parent, map[string]any{}, py)
+	for _, tc := range []struct {
+		name   string
+		become map[string]any
+		uid    string
+	}{{"login user", nil, u.Uid}, {"sudo root", map[string]any{"method": "sudo"}, "0"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.become != nil {
+				sudoers(t, h.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+			}
+			for _, warm := range []bool{true, false} {
+				req := execReq(h, cmd, tc.become)
+				req["module_runner"] = warm
+				r := must(t, sock, req, who)
+				var got struct {
+					UID    int  `json:"uid"`
+					Runner bool `json:"runner"`
+				}
+				if err := json.Unmarshal(r.Stdout, &got); err != nil || r.RC != 0 {
+					t.Fatalf("rc %d, %v: %s %s", r.RC, err, r.Stdout, r.Stderr)
+				}
+				if got.Runner != warm || strconv.Itoa(got.UID) != tc.uid {
+					t.Errorf("module_runner %v: ran as uid %d (want %s), by the runner: %v", warm, got.UID, tc.uid, got.Runner)
+				}
+			}
+			for _, args := range []map[string]any{
+				{"_raw_params": "echo out; echo err >&2; exit 3", "_uses_shell": true},
+				{"_raw_params": "id -un"},
+			} {
+				p := ansiballz.Payload(t, "command", args, py)
+				var res [2]reply
+				for i, warm := range []bool{true, false} {
+					req := execReq(h, cmd, tc.become)
+					req["module_runner"] = warm
+					res[i] = must(t, sock, req, p)
+				}
+				w, f := res[0], res[1]
+				if w.RC != f.RC || timeFields.ReplaceAll(w.Stdout, nil) == nil ||
+					string(timeFields.ReplaceAll(w.Stdout, nil)) != string(timeFields.ReplaceAll(f.Stdout, nil)) || string(w.Stderr) != string(f.Stderr) {
+					t.Errorf("%v: with the runner rc %d %s %s\nwithout rc %d %s %s", args, w.RC, w.Stdout, w.Stderr, f.RC, f.Stdout, f.Stderr)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,225 @@
+# The warm module runner: started by a spindle agent as
+#   INTERPRETER -c <this script> ZIP
+# with a SOCK_SEQPACKET socket on fd 3. It imports what an AnsiballZ
+# module needs once (the standard library and ansible.module_utils from
+# ZIP), then forks once per module run. Each child becomes what a fresh
+# "INTERPRETER" reading its script from stdin would be, runs the script
+# and exits through the interpreter's own exit, so nothing a module does
+# reaches the next one. Standard library only; Python 3.6 and later.
+import sys
+
+if sys.version_info < (3, 6):
+    raise SystemExit("unsupported: Python %d.%d is older than 3.6" % sys.version_info[:2])
+
+import os
+
+FRESH_PATH = list(sys.path)
+FRESH_ARGV = ['']
+
+import errno
+import json
+import select
+import signal
+import socket
+import types
+from importlib.machinery import PathFinder
+
+CTL_FD = 3
+PR_SET_PDEATHSIG = 1
+RUNNER_PID = os.getpid()
+try:
+    import ctypes
+    PRCTL = ctypes.CDLL(None, use_errno=True).prctl
+except Exception:
+    PRCTL = None
+MAX_MSG = 1 << 20
+
+
+def send(sock, obj):
+    sock.send(json.dumps(obj).encode('utf-8'))
+
+
+def preload(zip_path):
+    """Imports ansible.module_utils.basic (and what it imports) from zip_path."""
+    sys.path.insert(0, zip_path)
+    try:
+        import ansible.module_utils.basic  # noqa: F401
+    finally:
+        sys.path[:] = FRESH_PATH
+        sys.path_importer_cache.pop(zip_path, None)
+    return sorted(n for n in sys.modules if n == 'ansible' or n.startswith('ansible.'))
+
+
+class CurrentZipFinder(object):
+    """Finds the ansible.* modules not yet imported where a fresh
+    interpreter would: under the first sys.path entry that holds the
+    ansible package (the module's own zip, which the wrapper puts first),
+    not under the preloaded package's __path__."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if not fullname.startswith('ansible.'):
+            return None
+        spec = PathFinder.find_spec('ansible', sys.path)
+        if spec is None or not spec.submodule_search_locations:
+            return None
+        parts = fullname.split('.')
+        for i in range(1, len(parts)):
+            spec = PathFinder.find_spec('.'.join(parts[:i + 1]), list(spec.submodule_search_locations))
+            if spec is None:
+                return None
+            if i < len(parts) - 1 and not spec.submodule_search_locations:
+                return None
+        return spec
+
+
+def child(sock, wake_r, wake_w, fds, env, cwd):
+    """Becomes the fresh interpreter and runs the script read from stdin.
+    Returns only by raising SystemExit, which the interpreter handles as
+    it would for the script itself (threads joined, atexit, flush)."""
+    os.setpgid(0, 0)
+    if PRCTL is not None:
+        # A run whose runner died has lost its status: it ends too.
+        PRCTL(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != RUNNER_PID:
+            os._exit(1)
+    signal.set_wakeup_fd(-1)
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    sock.close()
+    os.close(wake_r)
+    os.close(wake_w)
+    for i, fd in enumerate(fds):
+        os.dup2(fd, i)
+    for fd in set(fds):
+        if fd > 2:
+            os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    sys.argv[:] = FRESH_ARGV
+    sys.path[:] = FRESH_PATH
+    sys.meta_path.insert(0, CurrentZipFinder())
+    if not hasattr(os, 'register_at_fork') and 'random' in sys.modules:
+        sys.modules['random'].seed()
+    main = types.ModuleType('__main__')
+    main.__dict__.update({
+        '__file__': '<stdin>', '__cached__': None, '__annotations__': {},
+        '__loader__': sys.modules['__main__'].__dict__.get('__loader__'),
+        '__builtins__': sys.modules['builtins'],
+    })
+    sys.modules['__main__'] = main
+    chunks = []
+    while True:
+        b = os.read(0, 1 << 16)
+        if not b:
+            break
+        chunks.append(b)
+    try:
+        code = compile(b''.join(chunks), '<stdin>', 'exec', dont_inherit=True)
+        del chunks
+        exec(code, main.__dict__)
+    except SystemExit:
+        raise
+    except BaseException:
+        et, ev, tb = sys.exc_info()
+        # The traceback from the script's first frame on, as the
+        # interpreter prints it for a script.
+        if tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+            ev.__traceback__ = tb
+        sys.excepthook(et, ev, tb)
+        del et, ev, tb
+        raise SystemExit(1)
+    raise SystemExit(0)
+
+
+def serve(sock):
+    wake_r, wake_w = os.pipe()
+    for fd in (wake_r, wake_w):
+        os.set_blocking(fd, False)
+        os.set_inheritable(fd, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+    children = set()
+    fdsize = socket.CMSG_SPACE(3 * 4)
+    while True:
+        try:
+            ready, _, _ = select.select([sock, wake_r], [], [])
+        except InterruptedError:
+            continue
+        if wake_r in ready:
+            try:
+                os.read(wake_r, 4096)
+            except BlockingIOError:
+                pass
+            while children:
+                try:
+                    pid, status = os.waitpid(-1, os.WNOHANG)
+                except ChildProcessError:
+                    break
+                if pid == 0:
+                    break
+                children.discard(pid)
+                send(sock, {'pid': pid, 'status': status})
+        if sock not in ready:
+            continue
+        msg, anc, _, _ = sock.recvmsg(MAX_MSG, fdsize)
+        fds = []
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+                fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - len(data) % 4, 4))
+        if not msg:
+            # The agent is gone: so are the runs it started.
+            for pid in children:
+                try:
+                    os.killpg(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+            return
+        try:
+            req = json.loads(msg.decode('utf-8'))
+            if len(fds) != 3:
+                raise ValueError('want 3 descriptors, got %d' % len(fds))
+            env = dict(kv.split('=', 1) for kv in req['env'])
+            rid, cwd = req['id'], req['cwd']
+        except Exception as e:
+            for fd in fds:
+                os.close(fd)
+            send(sock, {'id': None, 'error': 'bad request: %s' % e})
+            continue
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            for fd in fds:
+                os.close(fd)
+            send(sock, {'id': rid, 'error': 'fork: %s' % e})
+            continue
+        if pid == 0:
+            child(sock, wake_r, wake_w, fds, env, cwd)
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.ESRCH):
+                raise
+        for fd in fds:
+            os.close(fd)
+        children.add(pid)
+        send(sock, {'id': rid, 'pid': pid})
+
+
+def main():
+    if not hasattr(os, 'fork') or not hasattr(socket.socket, 'recvmsg'):
+        raise SystemExit('unsupported: no os.fork or socket.recvmsg')
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET, 0, CTL_FD)
+    sock.set_inheritable(False)
+    try:
+        loaded = preload(sys.argv[1])
+    except Exception as e:
+        send(sock, {'error': 'preload %s: %s: %s' % (sys.argv[1], type(e).__name__, e)})
+        return
+    send(sock, {'ready': True, 'pid': os.getpid(), 'version': '%d.%d.%d' % sys.version_info[:3], 'preloaded': loaded})
+    serve(sock)
+
+
+main()
