@@ -39,7 +39,7 @@ func TestMain(m *testing.M) {
 }
 
 // startDaemon serves an Endpoint on a socket of its own until t ends.
-func startDaemon(t *testing.T) string {
+func startDaemon(t testing.TB) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "ansible.sock")
 	reg := daemon.NewRegistry()
@@ -78,7 +78,7 @@ type reply struct {
 
 // call sends one request (v 1 unless head says otherwise) and returns
 // the response.
-func call(t *testing.T, sock string, head map[string]any, stdin []byte) reply {
+func call(t testing.TB, sock string, head map[string]any, stdin []byte) reply {
 	t.Helper()
 	c, err := net.Dial("unix", sock)
 	if err != nil {
@@ -107,7 +107,7 @@ func call(t *testing.T, sock string, head map[string]any, stdin []byte) reply {
 }
 
 // must is call, failing t on an error response.
-func must(t *testing.T, sock string, head map[string]any, stdin []byte) reply {
+func must(t testing.TB, sock string, head map[string]any, stdin []byte) reply {
 	t.Helper()
 	r := call(t, sock, head, stdin)
 	if r.Error != nil {
@@ -133,7 +133,7 @@ type host struct {
 	vars map[string]any
 }
 
-func newHost(t *testing.T) *host {
+func newHost(t testing.TB) *host {
 	t.Helper()
 	s := sshtest.Start(t)
 	u := sshtest.CreateUser(t, "/bin/bash")

@@ -74,3 +74,34 @@ func TestModuleRunner(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkPipelinedCommand is one pipelined `command: hostname` through
+// the endpoint (a kept connection, the zip already on the agent), with
+// the warm module runner and with a fresh interpreter per run.
+func BenchmarkPipelinedCommand(b *testing.B) {
+	sshtest.Require(b)
+	ansiballz.Need(b)
+	sock := startDaemon(b)
+	h := newHost(b)
+	p := ansiballz.Payload(b, "command", map[string]any{"_raw_params": "hostname"}, ansiballz.Python)
+	const cmd = "/bin/sh -c '" + ansiballz.Python + " && sleep 0'"
+	for _, warm := range []bool{true, false} {
+		name := "fresh"
+		if warm {
+			name = "runner"
+		}
+		b.Run(name, func(b *testing.B) {
+			req := func() map[string]any {
+				r := execReq(h, cmd, nil)
+				r["module_runner"] = warm
+				return r
+			}
+			must(b, sock, req(), p) // connected, zip stored, runner started
+			for b.Loop() {
+				if r := must(b, sock, req(), p); r.RC != 0 {
+					b.Fatalf("rc %d: %s", r.RC, r.Stderr)
+				}
+			}
+		})
+	}
+}

@@ -27,7 +27,7 @@ type pyRun struct {
 // runModule runs a pipelined payload the way the Ansible endpoint does:
 // the command Ansible sends, the zip as a stdin part, and with the
 // runner when warm is set.
-func runModule(t *testing.T, interp string, payload []byte, warm bool) pyRun {
+func runModule(t testing.TB, interp string, payload []byte, warm bool) pyRun {
 	t.Helper()
 	prefix, zip, suffix := ansiballz.Split(t, payload)
 	sum := sha256.Sum256(zip)
@@ -240,5 +240,27 @@ func TestPythonRunnerFallback(t *testing.T) {
 	r := runModule(t, missing, payload, true)
 	if r.rc != 127 || !strings.Contains(r.stderr, "not found") {
 		t.Errorf("a missing interpreter: rc %d, stderr %q; want the shell's 127", r.rc, r.stderr)
+	}
+}
+
+// BenchmarkPythonModule is a pipelined `command: hostname` run on the
+// agent (no link): in a fork of the warm runner, and in a fresh
+// interpreter as Ansible starts it.
+func BenchmarkPythonModule(b *testing.B) {
+	py := ansiballz.Python
+	payload := ansiballz.Payload(b, "command", map[string]any{"_raw_params": "hostname"}, py)
+	for _, warm := range []bool{true, false} {
+		name := "fresh"
+		if warm {
+			name = "runner"
+		}
+		b.Run(name, func(b *testing.B) {
+			runModule(b, py, payload, warm)
+			for b.Loop() {
+				if r := runModule(b, py, payload, warm); r.rc != 0 {
+					b.Fatal(r.stderr)
+				}
+			}
+		})
 	}
 }
