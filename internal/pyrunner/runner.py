@@ -22,7 +22,9 @@ import select
 import signal
 import socket
 import types
+from importlib.abc import SourceLoader
 from importlib.machinery import PathFinder
+from importlib.util import spec_from_file_location
 
 CTL_FD = 3
 PR_SET_PDEATHSIG = 1
@@ -39,15 +41,79 @@ def send(sock, obj):
     sock.send(json.dumps(obj).encode('utf-8'))
 
 
+# Compiled code of the zip's sources not imported by preload (the module
+# itself, module_utils it imports later), by source: a child finds its
+# module's code here instead of compiling it (twice, with zipimport)
+# when the source is the same. Python 3.8 and later (code.replace).
+CODE = {}
+
+
 def preload(zip_path):
-    """Imports ansible.module_utils.basic (and what it imports) from zip_path."""
+    """Imports ansible.module_utils.basic (and what it imports) from
+    zip_path, and compiles the zip's other sources."""
     sys.path.insert(0, zip_path)
     try:
         import ansible.module_utils.basic  # noqa: F401
     finally:
         sys.path[:] = FRESH_PATH
         sys.path_importer_cache.pop(zip_path, None)
-    return sorted(n for n in sys.modules if n == 'ansible' or n.startswith('ansible.'))
+    loaded = sorted(n for n in sys.modules if n == 'ansible' or n.startswith('ansible.'))
+    if hasattr(types.CodeType, 'replace'):
+        import zipfile
+        imported = set(getattr(sys.modules[n], '__file__', None) for n in loaded)
+        with zipfile.ZipFile(zip_path) as z:
+            for name in z.namelist():
+                path = os.path.join(zip_path, name)
+                if name.startswith('ansible/') and name.endswith('.py') and path not in imported:
+                    src = z.read(name)
+                    try:
+                        CODE[src] = compile(src, path, 'exec', dont_inherit=True)
+                    except SyntaxError:
+                        pass  # the child gets the error itself
+    return loaded
+
+
+def with_filename(code, filename):
+    consts = tuple(with_filename(c, filename) if isinstance(c, types.CodeType) else c for c in code.co_consts)
+    return code.replace(co_filename=filename, co_consts=consts)
+
+
+class CachedLoader(SourceLoader):
+    """Loads a zip's source whose compiled code the runner holds."""
+
+    def __init__(self, zip_path, name, path, source):
+        self.zip_path, self.name, self.path, self.source = zip_path, name, path, source
+
+    def get_filename(self, fullname):
+        return self.path
+
+    def get_data(self, path):
+        if path == self.path:
+            return self.source
+        prefix = self.zip_path + os.sep
+        if not path.startswith(prefix):
+            raise OSError(errno.ENOENT, 'not in %s' % self.zip_path, path)
+        import zipfile
+        with zipfile.ZipFile(self.zip_path) as z:
+            try:
+                return z.read(path[len(prefix):])
+            except KeyError:
+                raise OSError(errno.ENOENT, 'not in %s' % self.zip_path, path)
+
+    def source_to_code(self, data, path, *args, **kwargs):
+        return with_filename(CODE[self.source], path)
+
+
+def zip_source(entry, parts, package):
+    """The source of module parts (a package if package) in the zip file
+    entry, and its path, or None."""
+    import zipfile
+    name = '/'.join(parts) + ('/__init__.py' if package else '.py')
+    try:
+        with zipfile.ZipFile(entry) as z:
+            return z.read(name), os.path.join(entry, name)
+    except (OSError, KeyError, zipfile.BadZipFile):
+        return None
 
 
 class CurrentZipFinder(object):
@@ -64,11 +130,40 @@ class CurrentZipFinder(object):
             return None
         parts = fullname.split('.')
         for i in range(1, len(parts)):
-            spec = PathFinder.find_spec('.'.join(parts[:i + 1]), list(spec.submodule_search_locations))
+            locations = list(spec.submodule_search_locations)
+            if i == len(parts) - 1 and CODE:
+                cached = self.cached_spec(fullname, parts, spec.origin)
+                if cached is not None:
+                    return cached
+            spec = PathFinder.find_spec('.'.join(parts[:i + 1]), locations)
             if spec is None:
                 return None
             if i < len(parts) - 1 and not spec.submodule_search_locations:
                 return None
+        return spec
+
+    def cached_spec(self, fullname, parts, parent_origin):
+        """A spec for fullname with the runner's compiled code, when the
+        parent package is in a zip file and fullname's source there is
+        one the runner compiled."""
+        suffix = os.sep + os.path.join(*parts[:-1]) + os.sep + '__init__.py'
+        if not parent_origin or not parent_origin.endswith(suffix):
+            return None
+        entry = parent_origin[:-len(suffix)]
+        if not os.path.isfile(entry):
+            return None
+        for package in (True, False):
+            found = zip_source(entry, parts, package)
+            if found is not None:
+                break
+        else:
+            return None
+        source, path = found
+        if source not in CODE:
+            return None
+        loader = CachedLoader(entry, fullname, path, source)
+        spec = spec_from_file_location(fullname, path, loader=loader,
+                                       submodule_search_locations=[os.path.dirname(path)] if package else None)
         return spec
 
 
