@@ -33,6 +33,7 @@ import (
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"github.com/spindle-rpc/spindle/services/connect"
 	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/modules"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 	"golang.org/x/sys/unix"
 
@@ -96,6 +97,7 @@ func WithParentConn(wrap func(io.ReadWriteCloser) io.ReadWriteCloser) Option {
 func DefaultServices(r *rpc.Registry) {
 	sys.Register(r)
 	exec.Register(r)
+	modules.Register(r)
 	fs.Register(r)
 	agentfwd.Register(r)
 	tunnel.Register(r)

@@ -10,12 +10,15 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/pyrunner"
 	"github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
+	"github.com/spindle-rpc/spindle/internal/testkit/rpctest"
+	"github.com/spindle-rpc/spindle/services/modules"
 )
 
 // pyRun is one module run's outcome.
@@ -183,11 +186,16 @@ func TestPythonRunnerRestartedAfterKill(t *testing.T) {
 		t.Fatalf("rc %d: %s", r.rc, r.stderr)
 	}
 	pids := map[int]bool{}
-	for _, s := range pyrunner.Default.Stats() {
+	stats, err := modules.Runners(context.Background(), rpctest.New(modules.Register))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range stats {
 		pids[s.Pid] = true
-		if s.RSS <= 0 {
-			t.Errorf("runner %d: no resident memory reported", s.Pid)
+		if s.RSS <= 0 || s.Interpreter != py || s.Runs < 1 || !slices.Contains(s.Preloaded, "ansible.module_utils.basic") {
+			t.Errorf("runner %d: reported as %+v", s.Pid, s)
 		}
+		t.Logf("runner %d of %s: %d KiB resident, %d runs", s.Pid, s.Interpreter, s.RSS>>10, s.Runs)
 		if err := syscall.Kill(s.Pid, syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
