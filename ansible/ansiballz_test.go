@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/ansible/ansiballz"
 	"github.com/spindle-rpc/spindle/daemon"
 	"github.com/spindle-rpc/spindle/hostvars"
 	"go.uber.org/zap"
@@ -33,7 +34,7 @@ func TestSplitAnsiballz(t *testing.T) {
 		{`_ansiballz_main(zip_data='`, `', module_fqn='x')`}, // 2.19+
 	} {
 		p, zip := payload(8<<10, f.open, f.close, "date_time=2026")
-		prefix, z, suffix, ok := splitAnsiballz(p)
+		prefix, z, suffix, ok := ansiballz.Split(p)
 		if !ok || string(z) != zip || !bytes.Equal(append(append(append([]byte{}, prefix...), z...), suffix...), p) {
 			t.Errorf("%s: not split (ok %v)", f.open, ok)
 		}
@@ -49,11 +50,11 @@ func TestSplitAnsiballz(t *testing.T) {
 		"small zip":     []byte("#!/x\n_ANSIBALLZ_WRAPPER = True\nZIPDATA = \"\"\"QUFB\"\"\"\n"),
 		"plain command": []byte("echo hi"),
 	} {
-		if _, _, _, ok := splitAnsiballz(p); ok {
+		if _, _, _, ok := ansiballz.Split(p); ok {
 			t.Errorf("%s: taken for a payload", name)
 		}
 	}
-	if _, _, _, ok := splitAnsiballz([]byte(strings.Repeat("x", 10))); ok {
+	if _, _, _, ok := ansiballz.Split([]byte(strings.Repeat("x", 10))); ok {
 		t.Error("x")
 	}
 }

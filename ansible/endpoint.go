@@ -9,18 +9,17 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/ansible/ansiballz"
 	"github.com/spindle-rpc/spindle/ansible/wire"
 	"github.com/spindle-rpc/spindle/daemon"
 	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/hostvars"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/fs"
-	"github.com/spindle-rpc/spindle/services/modules"
 	"github.com/spindle-rpc/spindle/target"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -307,7 +306,7 @@ func (e *Endpoint) withConn(ctx context.Context, r *request, stage stage, f func
 func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[string]any, []byte, []byte, *Error) {
 	var res *exec.Result
 	var out, errb bytes.Buffer
-	prefix, zip, suffix, zipped := splitAnsiballz(stdin)
+	prefix, zip, suffix, zipped := ansiballz.Split(stdin)
 	zipped = zipped && !r.PTY
 	user, askHome := echoHomeUser(*r.Cmd)
 	askHome = askHome && r.Become == nil && len(stdin) == 0 && !r.PTY
@@ -371,13 +370,13 @@ func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd e
 	sum := sha256.Sum256(zip)
 	for attempt := 0; ; attempt++ {
 		withZip := attempt > 0 || !e.zips.has(cx, sum)
-		cmd.StdinParts = stdinParts(prefix, zip, suffix, sum, withZip)
+		cmd.StdinParts = ansiballz.StdinParts(prefix, zip, suffix, sum, withZip)
 		started, err := e.run(ctx, cx, cmd, nil, out, errb, res)
 		if err == nil {
 			e.zips.set(cx, sum, true)
 			return true, nil
 		}
-		if withZip || !strings.Contains(err.Error(), modules.NotStored) || !errors.Is(err, errkind.ErrNotFound) {
+		if withZip || !ansiballz.IsNotStored(err) {
 			return started, err
 		}
 		// Evicted from the agent's store: nothing ran; send it along.

@@ -1,0 +1,161 @@
+// Package ansiballz runs Ansible's pipelined AnsiballZ modules on an
+// agent from Go, the way the Ansible endpoint does for Ansible: the
+// module's zip crosses the link once into the agent's module store
+// (services/modules) and is named by hash afterwards, and the run goes
+// through the agent's warm Python runner (exec.Cmd.Python) when the
+// interpreter can host one, a fresh interpreter otherwise.
+package ansiballz
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"strings"
+
+	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/services/exec"
+	"github.com/spindle-rpc/spindle/services/modules"
+	"golang.org/x/sys/unix"
+)
+
+// A pipelined AnsiballZ payload (the stdin of a module run with
+// pipelining) is a Python wrapper of a few KiB around a base64 zip of
+// 100-200 KiB that is byte-identical for every task and host running the
+// same module in one run.
+
+// The wrapper's marker, and how each ansible-core generation writes the
+// zip: 2.14-2.15 ZIPDATA = """…""", 2.16-2.18 ZIPDATA = '…', 2.19 and
+// later zip_data='…' (an argument of _ansiballz_main).
+var (
+	marker   = []byte("_ANSIBALLZ_WRAPPER = True")
+	zipForms = []struct{ open, close []byte }{
+		{[]byte(`ZIPDATA = """`), []byte(`"""`)},
+		{[]byte(`ZIPDATA = '`), []byte(`'`)},
+		{[]byte(`zip_data='`), []byte(`'`)},
+	}
+)
+
+// Bounds of a zip worth storing: smaller ones cost less to send than to
+// track, larger ones would not fit in a call (package router's frame).
+const (
+	minZip = 4 << 10
+	maxZip = 2 << 20
+)
+
+// Split splits a pipelined AnsiballZ payload around its zip. It takes
+// only a payload that starts with "#!", has the wrapper's marker, and
+// exactly one zip in one of the known forms, all base64: anything else
+// is no such payload.
+func Split(payload []byte) (prefix, zip, suffix []byte, ok bool) {
+	if !bytes.HasPrefix(payload, []byte("#!")) || !bytes.Contains(payload, marker) {
+		return nil, nil, nil, false
+	}
+	found := 0
+	var start, end int
+	for _, f := range zipForms {
+		n := bytes.Count(payload, f.open)
+		found += n
+		if n != 1 {
+			continue
+		}
+		start = bytes.Index(payload, f.open) + len(f.open)
+		e := bytes.Index(payload[start:], f.close)
+		if e < 0 {
+			return nil, nil, nil, false
+		}
+		end = start + e
+	}
+	if found != 1 || end-start < minZip || end-start > maxZip || !isBase64(payload[start:end]) {
+		return nil, nil, nil, false
+	}
+	return payload[:start], payload[start:end], payload[end:], true
+}
+
+func isBase64(b []byte) bool {
+	for _, c := range b {
+		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+			return false
+		}
+	}
+	return true
+}
+
+// StdinParts are the parts of a payload's stdin: the zip by hash alone,
+// or with its bytes (withZip) for an agent that may not have it.
+func StdinParts(prefix, zip, suffix []byte, sum [sha256.Size]byte, withZip bool) []exec.StdinPart {
+	z := exec.StdinPart{SHA256: sum[:]}
+	if withZip {
+		z.Data = zip
+	}
+	return []exec.StdinPart{{Data: prefix}, z, {Data: suffix}}
+}
+
+// IsNotStored says that err is the agent's answer for a hash its module
+// store lacks: nothing ran, and the bytes must be sent again.
+func IsNotStored(err error) bool {
+	return errors.Is(err, errkind.ErrNotFound) && strings.Contains(err.Error(), modules.NotStored)
+}
+
+// Result is a module run's outcome: what Ansible's connection returns.
+type Result struct {
+	// ExitCode is the interpreter's exit status (128+N for a signal N).
+	ExitCode int
+	// Stdout holds the module's JSON result; Stderr what it wrote there.
+	Stdout, Stderr []byte
+}
+
+// Run runs payload, a pipelined AnsiballZ module as ansible-core builds
+// it, with interpreter (an absolute path) on c. The zip is named by
+// hash first, and sent with the call only when c's agent lacks it (one
+// call more, the first time). warm false runs a fresh interpreter even
+// where a runner could.
+func Run(ctx context.Context, c rpc.Caller, interpreter string, payload []byte, warm bool) (*Result, error) {
+	prefix, zip, suffix, ok := Split(payload)
+	if !ok {
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "ansiballz: not a pipelined AnsiballZ payload (no single base64 zip of %d-%d bytes after the wrapper marker)", minZip, maxZip)
+	}
+	if !strings.HasPrefix(interpreter, "/") || strings.ContainsAny(interpreter, " \t\n'\"\\$`;&|<>()*?[]{}~") {
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "ansiballz: interpreter %q: want an absolute path with no shell characters", interpreter)
+	}
+	sum := sha256.Sum256(zip)
+	cmd := exec.Cmd{Shell: interpreter}
+	if warm {
+		cmd.Python = &exec.Python{Interpreter: interpreter, ZipPart: 1}
+	}
+	for _, withZip := range []bool{false, true} {
+		cmd.StdinParts = StdinParts(prefix, zip, suffix, sum, withZip)
+		res, err := run(ctx, c, cmd)
+		if err != nil && !withZip && IsNotStored(err) {
+			continue
+		}
+		return res, err
+	}
+	panic("unreachable")
+}
+
+func run(ctx context.Context, c rpc.Caller, cmd exec.Cmd) (*Result, error) {
+	p, err := exec.Start(ctx, c, cmd)
+	if err != nil {
+		return nil, err
+	}
+	p.Stdin().Close()
+	var out, errb bytes.Buffer
+	cerr := p.CopyOutput(&out, &errb)
+	res, err := p.Wait()
+	if err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, err
+	}
+	code := res.ExitCode
+	if res.Signal != "" {
+		code = 255
+		if n := unix.SignalNum(res.Signal); n != 0 {
+			code = 128 + int(n)
+		}
+	}
+	return &Result{ExitCode: code, Stdout: out.Bytes(), Stderr: errb.Bytes()}, nil
+}
