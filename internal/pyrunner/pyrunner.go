@@ -32,6 +32,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -140,6 +141,9 @@ func (f *families) of(zip64 []byte) ([sha256.Size]byte, error) {
 	return fo.sum, fo.err
 }
 
+// maxFamilyBytes bounds the bytes Family reads from a zip's entries.
+const maxFamilyBytes = 64 << 20
+
 // Family is the digest of a zip's entries under ansible/ outside
 // ansible/modules/ (names and contents), or an error for a zip that is
 // not one of an AnsiballZ module.
@@ -149,42 +153,40 @@ func Family(zipData []byte) ([sha256.Size]byte, error) {
 	if err != nil {
 		return sum, err
 	}
-	var names []string
-	files := map[string]*zip.File{}
+	var files []*zip.File
+	basic := false
 	for _, f := range zr.File {
 		if strings.HasPrefix(f.Name, "ansible/") && !strings.HasPrefix(f.Name, "ansible/modules/") {
-			names = append(names, f.Name)
-			files[f.Name] = f
+			files = append(files, f)
+			basic = basic || f.Name == "ansible/module_utils/basic.py"
 		}
 	}
-	if files["ansible/module_utils/basic.py"] == nil {
+	if !basic {
 		return sum, errors.New("no ansible/module_utils/basic.py in the zip")
 	}
-	sort.Strings(names)
-	h := sha256.New()
+	sort.Slice(files, func(i, j int) bool { return files[i].Name < files[j].Name })
+	h, eh := sha256.New(), sha256.New()
+	buf := make([]byte, 32<<10)
 	var n [8]byte
-	for _, name := range names {
-		f := files[name]
-		if f.UncompressedSize64 > 16<<20 {
-			return sum, fmt.Errorf("%s: %d bytes", name, f.UncompressedSize64)
-		}
+	left := int64(maxFamilyBytes)
+	for _, f := range files {
 		rc, err := f.Open()
 		if err != nil {
-			return sum, err
+			return sum, fmt.Errorf("%s: %w", f.Name, err)
 		}
-		data := make([]byte, 0, f.UncompressedSize64)
-		buf := bytes.NewBuffer(data)
-		_, err = buf.ReadFrom(rc)
+		eh.Reset()
+		copied, err := io.CopyBuffer(eh, io.LimitReader(rc, left+1), buf)
 		rc.Close()
 		if err != nil {
-			return sum, fmt.Errorf("%s: %w", name, err)
+			return sum, fmt.Errorf("%s: %w", f.Name, err)
 		}
-		binary.BigEndian.PutUint64(n[:], uint64(len(name)))
+		if left -= copied; left < 0 {
+			return sum, fmt.Errorf("more than %d bytes of module_utils in the zip", maxFamilyBytes)
+		}
+		binary.BigEndian.PutUint64(n[:], uint64(len(f.Name)))
 		h.Write(n[:])
-		h.Write([]byte(name))
-		binary.BigEndian.PutUint64(n[:], uint64(buf.Len()))
-		h.Write(n[:])
-		h.Write(buf.Bytes())
+		h.Write([]byte(f.Name))
+		h.Write(eh.Sum(buf[:0]))
 	}
 	h.Sum(sum[:0])
 	return sum, nil
