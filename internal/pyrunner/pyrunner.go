@@ -232,8 +232,12 @@ func (p *Pool) Start(ctx context.Context, spec Spec, stdin, stdout, stderr *os.F
 			return nil, err
 		}
 		proc, err := r.start(spec, stdin, stdout, stderr)
-		if err == nil || attempt > 0 || !errors.Is(err, ErrDied) {
+		if err == nil || !errors.Is(err, ErrDied) {
 			return proc, err
+		}
+		if attempt > 0 {
+			// Its fork, if there was one, died with it.
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 		// It had died while idle, and nothing ran: start another one.
 		p.mu.Lock()
@@ -272,6 +276,7 @@ func (p *Pool) get(ctx context.Context, k key, spec Spec) (*runner, error) {
 	}
 	if r == nil {
 		r = &runner{pool: p, key: k, ready: make(chan struct{}), exited: make(chan struct{}), loopDone: make(chan struct{})}
+		r.used = time.Now()
 		p.runners[k] = r
 		p.evictLocked()
 		go r.run(spec)

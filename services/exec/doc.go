@@ -63,4 +63,16 @@
 // While the call runs, rpc.OpSignal controls deliver the signal to the
 // process group, and rpc.OpResize controls set the PTY's window size (they
 // are ignored without a PTY).
+//
+// # Python modules
+//
+// An exec.Start call with Cmd.Python (and no PTY) whose command only
+// starts a Python interpreter with its stdin as the script (a pipelined
+// Ansible module) may run in a fork of the agent's warm runner for that
+// interpreter, environment and module_utils (internal/pyrunner) instead:
+// same stdin, output, environment and working directory, the status a
+// shell would report, and nothing left behind for the next run. The
+// command runs as given when no runner can host it. The fork leads its
+// own process group, so signals and the kill on cancellation reach it
+// and what it started. modules.Runners lists an agent's runners.
 package exec

@@ -1,0 +1,67 @@
+package pyrunner
+
+import (
+	"context"
+	"io"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
+)
+
+// run runs payload in a fork of p's runner for env and returns stdout
+// and the runner's pid.
+func run(t *testing.T, p *Pool, payload []byte, env []string) string {
+	t.Helper()
+	_, zip, _ := ansiballz.Split(t, payload)
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer inR.Close()
+	defer outR.Close()
+	proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, inR, outW, outW)
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inW.Write(payload)
+	inW.Close()
+	out, _ := io.ReadAll(outR)
+	st, err := proc.Wait()
+	if err != nil || st.ExitStatus() != 0 {
+		t.Fatalf("status %v, %v: %s", st, err, out)
+	}
+	return string(out)
+}
+
+func pids(p *Pool) (out []int) {
+	for _, s := range p.Stats() {
+		out = append(out, s.Pid)
+	}
+	return out
+}
+
+func TestPoolBounds(t *testing.T) {
+	payload := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "echo hi"}, ansiballz.Python)
+	env := os.Environ()
+
+	p := &Pool{MaxRunners: 1}
+	defer p.Close()
+	if out := run(t, p, payload, env); !strings.Contains(out, `"stdout": "hi"`) {
+		t.Fatalf("output %q", out)
+	}
+	first := pids(p)
+	run(t, p, payload, append(env, "SPINDLE_OTHER=1")) // another environment: another runner
+	if second := pids(p); len(first) != 1 || len(second) != 1 || second[0] == first[0] {
+		t.Errorf("runners %v, then %v: want one, replaced", first, second)
+	}
+
+	small := &Pool{MaxRSS: 1}
+	defer small.Close()
+	for range 2 {
+		run(t, small, payload, env)
+		if left := pids(small); len(left) != 0 {
+			t.Errorf("a runner past MaxRSS was kept: %v", left)
+		}
+	}
+}
