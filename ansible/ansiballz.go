@@ -55,27 +55,116 @@ func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool
 }
 
 // pythonOnly recognises the command Ansible runs a pipelined module
-// with, when it does nothing but start the interpreter:
-// /bin/sh -c '/usr/bin/python3 && sleep 0' (up to 2.20), or
-// /bin/sh -c /usr/bin/python3 (2.21 and later). A command with anything
-// else in it (environment variables, a become wrapper) is no such run.
-func pythonOnly(cmd string) (interp string, ok bool) {
+// with, when it does nothing but start the interpreter, with the task's
+// environment: /bin/sh -c '[K=V ...] /usr/bin/python3 && sleep 0' (up to
+// 2.20), or /bin/sh -c /usr/bin/python3 (2.21 and later), each word as
+// Python's shlex.quote writes it. A command with anything else in it
+// (a become wrapper, an expansion, a redirection) is no such run.
+func pythonOnly(cmd string) (interp string, env map[string]string, ok bool) {
 	rest, ok := strings.CutPrefix(cmd, "/bin/sh -c ")
 	if !ok {
-		return "", false
+		return "", nil, false
 	}
-	if q, ok := strings.CutPrefix(rest, "'"); ok {
-		if rest, ok = strings.CutSuffix(q, "'"); !ok {
-			return "", false
+	inner, ok := shellWords(rest)
+	if !ok || len(inner) != 1 {
+		return "", nil, false
+	}
+	words, ok := shellWords(inner[0])
+	if !ok {
+		return "", nil, false
+	}
+	if n := len(words); n >= 4 && words[n-3] == andOp && words[n-2] == "sleep" && words[n-1] == "0" {
+		words = words[:n-3]
+	}
+	if len(words) == 0 {
+		return "", nil, false
+	}
+	for _, w := range words[:len(words)-1] {
+		k, v, ok := strings.Cut(w, "=")
+		if !ok || !isName(k) {
+			return "", nil, false
 		}
-		rest = strings.TrimSuffix(rest, " && sleep 0")
+		if env == nil {
+			env = map[string]string{}
+		}
+		env[k] = v
 	}
-	base := rest[strings.LastIndexByte(rest, '/')+1:]
-	if !strings.HasPrefix(rest, "/") || !strings.Contains(base, "python") || strings.Contains(rest, "/../") ||
-		strings.IndexFunc(rest, func(c rune) bool {
-			return !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("/._+-", c))
-		}) >= 0 {
-		return "", false
+	interp = words[len(words)-1]
+	base := interp[strings.LastIndexByte(interp, '/')+1:]
+	if !strings.HasPrefix(interp, "/") || !strings.Contains(base, "python") || strings.Contains(interp, "/../") ||
+		strings.IndexFunc(interp, func(c rune) bool { return !isSafe(c) }) >= 0 {
+		return "", nil, false
 	}
-	return rest, true
+	return interp, env, true
+}
+
+// shellWords splits s into words as a POSIX shell would, for the
+// quoting Python's shlex.quote produces ('...' and "'" runs, bare safe
+// characters) and the && operator; anything that would expand,
+// redirect or glob refuses the whole line.
+func shellWords(s string) (words []string, ok bool) {
+	var w strings.Builder
+	in := false // a word is open
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == ' ':
+			if in {
+				words = append(words, w.String())
+				w.Reset()
+				in = false
+			}
+			i++
+		case c == '\'':
+			j := strings.IndexByte(s[i+1:], '\'')
+			if j < 0 {
+				return nil, false
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			in = true
+			i += j + 2
+		case c == '"':
+			j := strings.IndexByte(s[i+1:], '"')
+			if j < 0 || strings.ContainsAny(s[i+1:i+1+j], "$`\\!") {
+				return nil, false
+			}
+			w.WriteString(s[i+1 : i+1+j])
+			in = true
+			i += j + 2
+		case c == '&' && !in && strings.HasPrefix(s[i:], "&& "):
+			words = append(words, andOp)
+			i += 2
+		case isSafe(rune(c)) || c == '=' && in:
+			w.WriteByte(c)
+			in = true
+			i++
+		default:
+			return nil, false
+		}
+	}
+	if in {
+		words = append(words, w.String())
+	}
+	return words, true
+}
+
+// andOp is the && operator among shellWords' words: no word can hold a
+// NUL.
+const andOp = "\x00&&"
+
+// isSafe: the characters shlex.quote leaves bare.
+func isSafe(c rune) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("@%+=:,./-_", c)
+}
+
+func isName(k string) bool {
+	if k == "" || k[0] >= '0' && k[0] <= '9' {
+		return false
+	}
+	for _, c := range k {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return true
 }

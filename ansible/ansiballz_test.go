@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -91,24 +92,35 @@ func TestAnsiballzResentWhenLost(t *testing.T) {
 }
 
 func TestPythonOnly(t *testing.T) {
-	for cmd, want := range map[string]string{
-		"/bin/sh -c '/usr/bin/python3 && sleep 0'":                                    "/usr/bin/python3",
-		"/bin/sh -c '/usr/bin/python3.11 && sleep 0'":                                 "/usr/bin/python3.11",
-		"/bin/sh -c '/usr/bin/python3'":                                               "/usr/bin/python3",
-		"/bin/sh -c /usr/libexec/platform-python":                                     "/usr/libexec/platform-python",
-		"/bin/sh -c 'FOO=1 /usr/bin/python3 && sleep 0'":                              "",
-		"/bin/sh -c 'python3 && sleep 0'":                                             "",
-		"/bin/sh -c '/usr/bin/python3 -c 1 && sleep 0'":                               "",
-		"/bin/sh -c '/usr/bin/python3; rm -rf /tmp/x && sleep 0'":                     "",
-		"/bin/sh -c '/usr/bin/perl && sleep 0'":                                       "",
-		"/bin/sh -c '/usr/bin/python3 && sleep 0":                                     "",
-		"sudo -H -S -n -u root /bin/sh -c 'echo BECOME-SUCCESS-x ; /usr/bin/python3'": "",
-		"/bin/sh -c '/tmp/../usr/bin/python3 && sleep 0'":                             "",
-		"/usr/bin/python3":                                                            "",
+	for cmd, want := range map[string]struct {
+		interp string
+		env    map[string]string
+	}{
+		"/bin/sh -c '/usr/bin/python3 && sleep 0'":    {"/usr/bin/python3", nil},
+		"/bin/sh -c '/usr/bin/python3.11 && sleep 0'": {"/usr/bin/python3.11", nil},
+		"/bin/sh -c '/usr/bin/python3'":               {"/usr/bin/python3", nil},
+		"/bin/sh -c /usr/libexec/platform-python":     {"/usr/libexec/platform-python", nil},
+		// environment: {FOO: bar, Q: "it's $HOME x"} as Ansible quotes it
+		`/bin/sh -c 'FOO=bar Q='"'"'it'"'"'"'"'"'"'"'"'s $HOME x'"'"' /usr/bin/python3 && sleep 0'`: {"/usr/bin/python3", map[string]string{"FOO": "bar", "Q": "it's $HOME x"}},
+		"/bin/sh -c 'EMPTY= /usr/bin/python3 && sleep 0'":                                           {"/usr/bin/python3", map[string]string{"EMPTY": ""}},
+		"/bin/sh -c 'FOO=$HOME /usr/bin/python3 && sleep 0'":                                        {},
+		"/bin/sh -c 'FOO=`id` /usr/bin/python3 && sleep 0'":                                         {},
+		"/bin/sh -c '1X=1 /usr/bin/python3 && sleep 0'":                                             {},
+		"/bin/sh -c 'python3 && sleep 0'":                                                           {},
+		"/bin/sh -c '/usr/bin/python3 -c 1 && sleep 0'":                                             {},
+		"/bin/sh -c '/usr/bin/python3; rm -rf /tmp/x && sleep 0'":                                   {},
+		"/bin/sh -c '/usr/bin/python3 && rm -rf /'":                                                 {},
+		"/bin/sh -c '/usr/bin/python3 '\"'\"'&&'\"'\"' sleep 0'":                                    {},
+		"/bin/sh -c '/usr/bin/python3 > /tmp/x && sleep 0'":                                         {},
+		"/bin/sh -c '/usr/bin/perl && sleep 0'":                                                     {},
+		"/bin/sh -c '/usr/bin/python3 && sleep 0":                                                   {},
+		"sudo -H -S -n -u root /bin/sh -c 'echo BECOME-SUCCESS-x ; /usr/bin/python3'":               {},
+		"/bin/sh -c '/tmp/../usr/bin/python3 && sleep 0'":                                           {},
+		"/usr/bin/python3": {},
 	} {
-		got, ok := pythonOnly(cmd)
-		if got != want || ok != (want != "") {
-			t.Errorf("%q: %q %v, want %q", cmd, got, ok, want)
+		interp, env, ok := pythonOnly(cmd)
+		if interp != want.interp || ok != (want.interp != "") || !reflect.DeepEqual(env, want.env) {
+			t.Errorf("%s: %q %q %v, want %q %q", cmd, interp, env, ok, want.interp, want.env)
 		}
 	}
 }

@@ -321,8 +321,11 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 		}
 		if zipped {
 			cmd := exec.Cmd{Shell: *r.Cmd}
-			if interp, ok := pythonOnly(*r.Cmd); ok && (r.ModuleRunner == nil || *r.ModuleRunner) {
+			if interp, env, ok := pythonOnly(*r.Cmd); ok && (r.ModuleRunner == nil || *r.ModuleRunner) {
+				// The environment the command sets is the runner's too;
+				// for the command itself it changes nothing.
 				cmd.Python = &exec.Python{Interpreter: interp, ZipPart: 1}
+				cmd.Env = env
 			}
 			return e.execAnsiballz(ctx, c.cx, cmd, prefix, zip, suffix, &out, &errb, &res)
 		}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
@@ -23,7 +24,8 @@ func TestModuleRunner(t *testing.T) {
 	sock := startDaemon(t)
 	h := newHost(t)
 	py := ansiballz.Python
-	const cmd = "/bin/sh -c '" + ansiballz.Python + " && sleep 0'"
+	// As Ansible sends it for a task with environment: {SPINDLE_ENV: "it's a b"}.
+	const withEnv = `/bin/sh -c 'SPINDLE_ENV='"'"'it'"'"'"'"'"'"'"'"'s a b'"'"' ` + ansiballz.Python + ` && sleep 0'`
 	u, err := user.Lookup(h.u.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func TestModuleRunner(t *testing.T) {
 				sudoers(t, h.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
 			}
 			for _, warm := range []bool{true, false} {
-				req := execReq(h, cmd, tc.become)
+				req := execReq(h, withEnv, tc.become)
 				req["module_runner"] = warm
 				r := must(t, sock, req, who)
 				var got struct {
@@ -57,15 +59,19 @@ func TestModuleRunner(t *testing.T) {
 			for _, args := range []map[string]any{
 				{"_raw_params": "echo out; echo err >&2; exit 3", "_uses_shell": true},
 				{"_raw_params": "id -un"},
+				{"_raw_params": `echo "$SPINDLE_ENV"`, "_uses_shell": true},
 			} {
 				p := ansiballz.Payload(t, "command", args, py)
 				var res [2]reply
 				for i, warm := range []bool{true, false} {
-					req := execReq(h, cmd, tc.become)
+					req := execReq(h, withEnv, tc.become)
 					req["module_runner"] = warm
 					res[i] = must(t, sock, req, p)
 				}
 				w, f := res[0], res[1]
+				if args["_raw_params"] == `echo "$SPINDLE_ENV"` && !strings.Contains(string(w.Stdout), `"stdout": "it's a b"`) {
+					t.Errorf("the task's environment did not reach the module: %s", w.Stdout)
+				}
 				if w.RC != f.RC || timeFields.ReplaceAll(w.Stdout, nil) == nil ||
 					string(timeFields.ReplaceAll(w.Stdout, nil)) != string(timeFields.ReplaceAll(f.Stdout, nil)) || string(w.Stderr) != string(f.Stderr) {
 					t.Errorf("%v: with the runner rc %d %s %s\nwithout rc %d %s %s", args, w.RC, w.Stdout, w.Stderr, f.RC, f.Stdout, f.Stderr)
