@@ -81,6 +81,7 @@ type Pool struct {
 	mu          sync.Mutex
 	runners     map[key]*runner
 	unsupported map[string]time.Time // by interpreter
+	failed      map[key]time.Time    // runners that failed to start
 }
 
 // Default is the agent's pool.
@@ -266,6 +267,10 @@ func (p *Pool) get(ctx context.Context, k key, spec Spec) (*runner, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("%w: %s cannot host a runner", ErrUnavailable, k.interp)
 	}
+	if until, ok := p.failed[k]; ok && time.Now().Before(until) {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%w: a runner for this interpreter, environment and module_utils failed to start", ErrUnavailable)
+	}
 	if p.runners == nil {
 		p.runners = map[key]*runner{}
 	}
@@ -299,6 +304,14 @@ func (p *Pool) get(ctx context.Context, k key, spec Spec) (*runner, error) {
 				p.unsupported = map[string]time.Time{}
 			}
 			p.unsupported[k.interp] = time.Now().Add(retryUnsupported)
+		} else {
+			// A zip whose module_utils do not preload (another
+			// ansible-core's wrapper may need more) must not cost a
+			// failed start per run.
+			if p.failed == nil || len(p.failed) >= maxFamilies {
+				p.failed = map[key]time.Time{}
+			}
+			p.failed[k] = time.Now().Add(retryUnsupported)
 		}
 		p.mu.Unlock()
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, r.startErr)
