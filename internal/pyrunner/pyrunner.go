@@ -495,7 +495,12 @@ func (r *runner) startProcess(spec Spec) error {
 	cmd.Dir = spec.Dir
 	cmd.ExtraFiles = []*os.File{theirs}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	var stderr bytes.Buffer
+	// Pipes, as a module's stdin, stdout and stderr are: a fork inherits
+	// sys.stdin, sys.stdout and sys.stderr made for them (buffering,
+	// seekable), and only their file descriptors are replaced.
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin = strings.NewReader("")
+	cmd.Stdout = &limitedBuffer{b: &stdout, max: 4 << 10}
 	cmd.Stderr = &limitedBuffer{b: &stderr, max: 4 << 10}
 	release, err := tether.Start(cmd)
 	theirs.Close()

@@ -35,6 +35,7 @@ def main():
         main_file=getattr(__main__, '__file__', None),
         main_keys=sorted(vars(__main__)),
         basic_file=os.path.basename(basic.__file__),
+        stdio=[(f.seekable(), f.line_buffering, f.encoding, f.errors) for f in (sys.stdin, sys.stdout, sys.stderr)],
     )
 
 
