@@ -225,6 +225,20 @@ options:
       - name: ANSIBLE_SPINDLE_BECOME_NATIVE
     vars:
       - name: ansible_spindle_become_native
+  spindle_module_runner:
+    description:
+      - Run pipelined modules in a fork of a warm Python runner on the
+        target (one per interpreter and become user) instead of a fresh
+        interpreter per task. When false, every module starts its own.
+    type: boolean
+    default: true
+    ini:
+      - section: spindle
+        key: module_runner
+    env:
+      - name: ANSIBLE_SPINDLE_MODULE_RUNNER
+    vars:
+      - name: ansible_spindle_module_runner
   spindle_idle:
     description:
       - How long the daemon it starts stays up with nothing to do (a Go
@@ -701,7 +715,15 @@ class Connection(ConnectionBase):
         who = "%s via %s" % (become["user"], become["method"]) if become else "login user"
         display.vvv("SPINDLE: EXEC as %s: %s" % (who, cmd), host=self._opt("remote_addr"))
         header, stdout, stderr = self._call(
-            "exec", {"host": self._host(), "become": become, "cmd": cmd, "pty": False}, body
+            "exec",
+            {
+                "host": self._host(),
+                "become": become,
+                "cmd": cmd,
+                "pty": False,
+                "module_runner": bool(self._opt("spindle_module_runner", True)),
+            },
+            body,
         )
         rc = header.get("rc")
         if not isinstance(rc, int) or isinstance(rc, bool):

@@ -277,7 +277,13 @@ class FramingTest(PluginTest):
         self.assertEqual(header["stdin_len"], len(body))
         self.assertEqual((header["v"], header["spindle"], header["op"], header["cmd"]), (1, "dev", "exec", "true"))
         self.assertIs(header["pty"], False)
+        self.assertIs(header["module_runner"], True)
         self.assertIsNone(header["become"])
+
+    def test_module_runner_option_reaches_the_daemon(self) -> None:
+        daemon = self.fake(lambda header, body: response({"rc": 0}))
+        self.connection({"ansible_spindle_module_runner": False}).exec_command("true")
+        self.assertIs(daemon.requests[0][0]["module_runner"], False)
 
     def test_daemon_closing_mid_response_is_a_connection_failure(self) -> None:
         def truncated(header: dict, body: bytes) -> bytes:
