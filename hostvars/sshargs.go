@@ -150,7 +150,7 @@ func (s *sshSettings) config(key, val string) error {
 			s.port = n
 		}
 	case "stricthostkeychecking":
-		p, err := hostKeyPolicy(val)
+		p, err := ssh.ParseHostKeyPolicy(val)
 		if err != nil {
 			return fmt.Errorf("%s: %w", key, err)
 		}
@@ -243,20 +243,6 @@ func (s *sshSettings) config(key, val string) error {
 		s.ignored = append(s.ignored, "-o "+key+"="+val)
 	}
 	return nil
-}
-
-func hostKeyPolicy(v string) (ssh.HostKeyPolicy, error) {
-	switch strings.ToLower(v) {
-	case "yes", "true":
-		return ssh.HostKeyStrict, nil
-	case "ask":
-		return ssh.HostKeyAsk, nil
-	case "accept-new":
-		return ssh.HostKeyAcceptNew, nil
-	case "off", "no", "false":
-		return ssh.HostKeyOff, nil
-	}
-	return "", fmt.Errorf("bad value %q (want yes, ask, accept-new or no)", v)
 }
 
 func yesNo(key, v string) (bool, error) {

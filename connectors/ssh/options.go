@@ -5,6 +5,7 @@ package ssh
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"time"
 
@@ -29,6 +30,23 @@ const (
 	// as HostKeyStrict does. Changed keys are always refused.
 	HostKeyAsk HostKeyPolicy = "ask"
 )
+
+// ParseHostKeyPolicy reads a policy as ssh's StrictHostKeyChecking writes
+// it (yes, ask, accept-new, no) or as Spindle names it (off); case does
+// not matter.
+func ParseHostKeyPolicy(v string) (HostKeyPolicy, error) {
+	switch strings.ToLower(v) {
+	case "yes", "true":
+		return HostKeyStrict, nil
+	case "ask":
+		return HostKeyAsk, nil
+	case "accept-new":
+		return HostKeyAcceptNew, nil
+	case "off", "no", "false":
+		return HostKeyOff, nil
+	}
+	return "", fmt.Errorf("bad host key policy %q (want yes, ask, accept-new or no)", v)
+}
 
 // Options configures an SSH connection. Zero fields take their value from
 // ssh_config (as `ssh` would resolve Host), then from ssh's defaults.

@@ -50,22 +50,6 @@ var sshOptionNames = []string{"StrictHostKeyChecking", "UserKnownHostsFile", "Id
 	"ProxyCommand", "ProxyJump", "PreferredAuthentications", "SendEnv", "SetEnv", "EscapeChar",
 	"Ciphers", "MACs", "KexAlgorithms", "HostKeyAlgorithms"}
 
-// parseHostKeyPolicy maps --host-key-policy and StrictHostKeyChecking
-// values to a policy.
-func parseHostKeyPolicy(v string) (ssh.HostKeyPolicy, error) {
-	switch strings.ToLower(v) {
-	case "yes", "true":
-		return ssh.HostKeyStrict, nil
-	case "ask":
-		return ssh.HostKeyAsk, nil
-	case "accept-new":
-		return ssh.HostKeyAcceptNew, nil
-	case "off", "no", "false":
-		return ssh.HostKeyOff, nil
-	}
-	return "", fmt.Errorf("bad host key policy %q (want yes, ask, accept-new or off)", v)
-}
-
 func parseYesNo(key, v string) (bool, error) {
 	switch strings.ToLower(v) {
 	case "yes", "true":
@@ -121,7 +105,7 @@ func (o *connectOptions) sshBase() (ssh.Options, error) {
 		}
 		switch strings.ToLower(key) {
 		case "stricthostkeychecking":
-			p, err := parseHostKeyPolicy(val)
+			p, err := ssh.ParseHostKeyPolicy(val)
 			if err != nil {
 				return so, fmt.Errorf("-o %s: %w", key, err)
 			}
@@ -226,7 +210,7 @@ func (o *connectOptions) sshBase() (ssh.Options, error) {
 		}
 	}
 	if o.hostKeyPolicy != "" {
-		p, err := parseHostKeyPolicy(o.hostKeyPolicy)
+		p, err := ssh.ParseHostKeyPolicy(o.hostKeyPolicy)
 		if err != nil {
 			return so, fmt.Errorf("--host-key-policy: %w", err)
 		}
