@@ -573,8 +573,12 @@ type ansibleRow struct {
 	Ratios map[string]ansibleRatios `json:"ratios,omitempty"`
 	// RoundTrips says how turns_per_task is counted.
 	RoundTrips string `json:"round_trips"`
-	Target     string `json:"target"`
-	Rounds     int    `json:"rounds"`
+	// Load1 is the machine's 1-minute load average when the row ended:
+	// above the number of CPUs, other work shared the machine and the
+	// times say little.
+	Load1  float64 `json:"load1"`
+	Target string  `json:"target"`
+	Rounds int     `json:"rounds"`
 }
 
 // ansibleFigures are one system's medians in a row.
@@ -609,6 +613,9 @@ type ansibleRatios struct {
 	Excess float64 `json:"excess"`
 }
 
+// ansibleRoundTrips is the rows' round_trips. At 0 ms, acknowledgements
+// and replies interleave more finely than at 10 ms, where a burst each
+// way merges; the 10 ms rows' count is the one to compare with a target.
 const ansibleRoundTrips = "request/response turns counted at the proxy in front of sshd (bytes back from the target after bytes to it), per task"
 
 // proxyFor is the alias and counting proxy of the playbook rows at ms.
@@ -678,6 +685,7 @@ func (e *benchEnv) ansiblePlaybookRow(bc benchCase, pb ansiblePlaybook, o benchO
 		}
 	}
 	row.finish(a.systems, a.rows[strings.TrimSuffix(bc.Name, latencySuffix(bc.Latency))])
+	row.Load1 = load1()
 	a.rows[bc.Name] = row
 	return emit(row)
 }
@@ -722,7 +730,7 @@ func (row *ansibleRow) finish(systems []*ansibleSystem, at0 *ansibleRow) {
 			f.ExcessPerTaskMS = round3(f.ExcessMS / float64(row.Tasks))
 			f.ExcessCPUMS = round1(f.CPUMS - floor.CPUMS)
 		}
-		if at0 != nil && row.LatencyMS > 0 {
+		if at0 != nil && row.LatencyMS > 0 && name != "floor" { // the floor never crosses the link
 			if f0 := at0.Systems[name]; f0 != nil {
 				f.RTTsPerTask = round3((f.WallMS - f0.WallMS) / float64(row.LatencyMS) / float64(row.Tasks))
 			}
@@ -782,6 +790,7 @@ type ansibleHotRow struct {
 	PluginVsLibrary          float64 `json:"spindle_plugin_vs_library,omitempty"`
 	PluginVsControlMaster    float64 `json:"spindle_plugin_vs_controlmaster,omitempty"`
 	SSHPluginVsControlMaster float64 `json:"ssh_plugin_vs_controlmaster,omitempty"`
+	Load1                    float64 `json:"load1"` // as ansibleRow's
 	Target                   string  `json:"target"`
 	N                        int     `json:"n"`
 	Rounds                   int     `json:"rounds"`
@@ -850,7 +859,7 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 		}
 	}
 	row := &ansibleHotRow{Name: bc.Name, LatencyMS: bc.Latency, NSPerCall: map[string]float64{},
-		Target: a.ssh.label, N: n, Rounds: o.rounds}
+		Target: a.ssh.label, N: n, Rounds: o.rounds, Load1: load1()}
 	for _, c := range cols {
 		if v := got[c.name]; len(v) > 0 {
 			row.NSPerCall[c.name] = round1(median(v))
@@ -972,4 +981,18 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// load1 is the 1-minute load average, 0 when /proc/loadavg cannot say.
+func load1() float64 {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

@@ -196,8 +196,8 @@ func TestAnsibleRowFinish(t *testing.T) {
 		t.Errorf("excess: spindle %+v, vanilla %+v, floor %+v", s, v, f)
 	}
 	// (1500 − 1000) ms ÷ 10 ms ÷ 10 tasks.
-	if s.RTTsPerTask != 5 || v.RTTsPerTask != 30 {
-		t.Errorf("rtts per task: spindle %v, vanilla %v", s.RTTsPerTask, v.RTTsPerTask)
+	if s.RTTsPerTask != 5 || v.RTTsPerTask != 30 || f.RTTsPerTask != 0 {
+		t.Errorf("rtts per task: spindle %v, vanilla %v, floor %v (never crosses the link)", s.RTTsPerTask, v.RTTsPerTask, f.RTTsPerTask)
 	}
 	r, ok := row.Ratios["spindle/vanilla"]
 	if !ok || r.Wall != 0.3 || r.Sent != 0.1 || r.Turns != round3(1.0/3) || r.Excess != round3(900.0/4400) {
