@@ -783,7 +783,12 @@ type ansibleHotRow struct {
 	// object per call); spindle_library as ssh_true_seq measures it;
 	// openssh_controlmaster as `ssh host true` over a warm master.
 	NSPerCall map[string]float64 `json:"ns_per_call"`
-	Errors    map[string]string  `json:"errors,omitempty"`
+	// Phases split each plugin column's call (medians, ns): setup (the
+	// loader's new object and set_options), exec (exec_command: for
+	// spindle the socket round trip to the daemon and all behind it),
+	// close.
+	Phases map[string]hotPhases `json:"phases_ns,omitempty"`
+	Errors map[string]string    `json:"errors,omitempty"`
 	// PluginVsLibrary is spindle_plugin ÷ spindle_library,
 	// PluginVsControlMaster spindle_plugin ÷ openssh_controlmaster,
 	// SSHPluginVsControlMaster ssh_plugin ÷ openssh_controlmaster.
@@ -799,8 +804,22 @@ type ansibleHotRow struct {
 // hotColumn is one column of the hot-path row.
 type hotColumn struct {
 	name string
-	run  func(n int) (float64, error)
+	run  func(n int) (hotTiming, error)
 	err  error
+}
+
+// hotTiming is one round of a hot-path column: ns per call, and for a
+// plugin its phases.
+type hotTiming struct {
+	ns     float64
+	phases *hotPhases
+}
+
+// hotPhases are hotpath.py's phases of one call, ns each.
+type hotPhases struct {
+	Setup float64 `json:"setup"`
+	Exec  float64 `json:"exec"`
+	Close float64 `json:"close"`
 }
 
 func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) error) error {
@@ -824,29 +843,35 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 		return err
 	}
 	defer stopHelpers(runDir) //nolint:errcheck // nothing to report them to
-	plugin := func(s *ansibleSystem, name string) func(n int) (float64, error) {
-		return func(n int) (float64, error) {
+	plugin := func(s *ansibleSystem, name string) func(n int) (hotTiming, error) {
+		return func(n int) (hotTiming, error) {
 			if s != nil && s.err != nil {
-				return 0, s.err
+				return hotTiming{}, s.err
 			}
 			return a.hotpath(e.ctx, name, alias, runDir, n)
 		}
 	}
+	timed := func(f func(stdctx.Context, int) (float64, error)) func(n int) (hotTiming, error) {
+		return func(n int) (hotTiming, error) {
+			ns, err := f(e.ctx, n)
+			return hotTiming{ns: ns}, err
+		}
+	}
 	cols := []*hotColumn{
 		{name: "spindle_plugin", run: plugin(a.system("spindle"), "spindle")},
-		{name: "spindle_library", run: func(n int) (float64, error) { return p.spindleTrue(e.ctx, n) }},
-		{name: "openssh_controlmaster", run: func(n int) (float64, error) { return p.controlMasterTrue(e.ctx, n) }},
+		{name: "spindle_library", run: timed(p.spindleTrue)},
+		{name: "openssh_controlmaster", run: timed(p.controlMasterTrue)},
 		{name: "ssh_plugin", run: plugin(nil, "ssh")},
 		{name: "floor_plugin", run: plugin(nil, "benchfloor")},
 	}
-	got := map[string][]float64{}
+	got := map[string][]hotTiming{}
 	for r := 0; r < o.rounds; r++ {
 		for i := range cols {
 			c := cols[(r+i)%len(cols)]
 			if c.err != nil {
 				continue
 			}
-			ns, err := c.run(n)
+			t, err := c.run(n)
 			if err != nil {
 				if e.ctx.Err() != nil {
 					return e.ctx.Err()
@@ -855,14 +880,27 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 				fmt.Fprintf(e.g.stderr, "spindle-bench: %s: %s: %v\n", bc.Name, c.name, err)
 				continue
 			}
-			got[c.name] = append(got[c.name], ns)
+			got[c.name] = append(got[c.name], t)
 		}
 	}
 	row := &ansibleHotRow{Name: bc.Name, LatencyMS: bc.Latency, NSPerCall: map[string]float64{},
 		Target: a.ssh.label, N: n, Rounds: o.rounds, Load1: load1()}
 	for _, c := range cols {
-		if v := got[c.name]; len(v) > 0 {
-			row.NSPerCall[c.name] = round1(median(v))
+		if ts := got[c.name]; len(ts) > 0 {
+			var ns, setup, exec, cl []float64
+			for _, t := range ts {
+				ns = append(ns, t.ns)
+				if t.phases != nil {
+					setup, exec, cl = append(setup, t.phases.Setup), append(exec, t.phases.Exec), append(cl, t.phases.Close)
+				}
+			}
+			row.NSPerCall[c.name] = round1(median(ns))
+			if len(setup) > 0 {
+				if row.Phases == nil {
+					row.Phases = map[string]hotPhases{}
+				}
+				row.Phases[c.name] = hotPhases{Setup: round1(median(setup)), Exec: round1(median(exec)), Close: round1(median(cl))}
+			}
 		}
 		if c.err != nil {
 			if row.Errors == nil {
@@ -888,15 +926,15 @@ func (a *ansibleBench) system(name string) *ansibleSystem {
 }
 
 // hotpath runs hotpath.py: n calls of `true` through plugin against
-// alias, after one untimed call; ns per call.
-func (a *ansibleBench) hotpath(ctx stdctx.Context, plugin, alias, runDir string, n int) (float64, error) {
+// alias, after one untimed call.
+func (a *ansibleBench) hotpath(ctx stdctx.Context, plugin, alias, runDir string, n int) (hotTiming, error) {
 	h, err := a.host(alias)
 	if err != nil {
-		return 0, err
+		return hotTiming{}, err
 	}
 	vars, err := json.Marshal(h.vars)
 	if err != nil {
-		return 0, err
+		return hotTiming{}, err
 	}
 	ctx, cancel := stdctx.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
@@ -910,24 +948,30 @@ func (a *ansibleBench) hotpath(ctx stdctx.Context, plugin, alias, runDir string,
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		return 0, fmt.Errorf("%s %s %s: %v: %s", a.python, a.driver, plugin, err, tailLines(stderr.String(), 15))
+		return hotTiming{}, fmt.Errorf("%s %s %s: %v: %s", a.python, a.driver, plugin, err, tailLines(stderr.String(), 15))
 	}
 	return parseHotpath(out)
 }
 
 // parseHotpath reads hotpath.py's answer.
-func parseHotpath(out []byte) (float64, error) {
+func parseHotpath(out []byte) (hotTiming, error) {
 	var res struct {
 		NS    *float64 `json:"ns_per_call"`
 		Calls int      `json:"calls"`
+		Setup float64  `json:"setup_ns"`
+		Exec  float64  `json:"exec_ns"`
+		Close float64  `json:"close_ns"`
 	}
 	if err := json.Unmarshal(bytes.TrimSpace(out), &res); err != nil {
-		return 0, fmt.Errorf("hotpath.py's output %q: %w", out, err)
+		return hotTiming{}, fmt.Errorf("hotpath.py's output %q: %w", out, err)
 	}
 	if res.NS == nil || *res.NS <= 0 || res.Calls <= 0 {
-		return 0, fmt.Errorf("hotpath.py's output %q: no positive ns_per_call and calls", out)
+		return hotTiming{}, fmt.Errorf("hotpath.py's output %q: no positive ns_per_call and calls", out)
 	}
-	return *res.NS, nil
+	if res.Setup < 0 || res.Exec <= 0 || res.Close < 0 || res.Setup+res.Exec+res.Close > *res.NS {
+		return hotTiming{}, fmt.Errorf("hotpath.py's output %q: phases that do not fit in the call", out)
+	}
+	return hotTiming{ns: *res.NS, phases: &hotPhases{Setup: res.Setup, Exec: res.Exec, Close: res.Close}}, nil
 }
 
 func (a *ansibleBench) close() {

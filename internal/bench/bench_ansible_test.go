@@ -159,10 +159,14 @@ func TestHostVarsAndInventory(t *testing.T) {
 }
 
 func TestParseHotpath(t *testing.T) {
-	if ns, err := parseHotpath([]byte(`{"ns_per_call": 1234.5, "calls": 10}` + "\n")); err != nil || ns != 1234.5 {
-		t.Errorf("parseHotpath = %v, %v", ns, err)
+	got, err := parseHotpath([]byte(`{"ns_per_call": 1234.5, "calls": 10, "setup_ns": 100, "exec_ns": 1000, "close_ns": 20}` + "\n"))
+	if err != nil || got.ns != 1234.5 || got.phases == nil || *got.phases != (hotPhases{Setup: 100, Exec: 1000, Close: 20}) {
+		t.Errorf("parseHotpath = %+v, %v", got, err)
 	}
-	for _, bad := range []string{"", "Traceback", `{"calls": 3}`, `{"ns_per_call": 0, "calls": 3}`, `{"ns_per_call": 5, "calls": 0}`} {
+	for _, bad := range []string{"", "Traceback", `{"calls": 3}`, `{"ns_per_call": 0, "calls": 3}`, `{"ns_per_call": 5, "calls": 0}`,
+		`{"ns_per_call": 5, "calls": 1}`,                                             // no phases
+		`{"ns_per_call": 5, "calls": 1, "setup_ns": 1, "exec_ns": 9, "close_ns": 1}`, // phases longer than the call
+	} {
 		if _, err := parseHotpath([]byte(bad)); err == nil {
 			t.Errorf("parseHotpath(%q) gave no error", bad)
 		}
@@ -396,5 +400,9 @@ func TestE2EBenchAnsible(t *testing.T) {
 		if v, _ := ns[c].(float64); v <= 0 {
 			t.Errorf("ansible_exec_true: %s %v: %v", c, ns[c], hot)
 		}
+	}
+	phases, _ := hot["phases_ns"].(map[string]any)
+	if p, _ := phases["ssh_plugin"].(map[string]any); p == nil || p["exec"].(float64) <= 0 {
+		t.Errorf("ansible_exec_true: no phases for ssh_plugin: %v", hot)
 	}
 }
