@@ -42,13 +42,18 @@ type benchCase struct {
 	Base    func(e *benchEnv, n int) (float64, error)
 	// Finish, if set, adds derived fields to the row.
 	Finish func(e *benchEnv, r *benchResult)
+	// Rows, if set, measures the case in place of Spindle and Base and
+	// hands emit rows of its own: the ansible group's have a column per
+	// system and figures past time.
+	Rows func(e *benchEnv, bc benchCase, o benchOptions, emit func(any) error) error
 }
 
 // needsSSH says the case runs against the ssh group's target.
 func (bc benchCase) needsSSH() bool { return bc.Group != "core" }
 
-// explicitOnly groups run only when named: files_big moves 1 GiB per row.
-var explicitOnly = map[string]bool{"files_big": true}
+// explicitOnly groups run only when named: files_big moves 1 GiB per row,
+// ansible runs minutes of playbooks with a program of its own.
+var explicitOnly = map[string]bool{"files_big": true, "ansible": true}
 
 // pipelineDepth is the number of calls in flight for ping_pipelined_64.
 const pipelineDepth = 64
@@ -173,6 +178,10 @@ type benchEnv struct {
 	ssh      *sshBench // the ssh group's target, set up on first use
 	sshErr   error
 	files    *filesBench // the files groups' sources and remote dir
+	// ansible is the ansible group's state, set up on first use.
+	ansibleFlags ansibleFlags
+	ansible      *ansibleBench
+	ansibleErr   error
 	// results are the rows so far, by name (for derived fields).
 	results map[string]benchResult
 }
@@ -183,6 +192,9 @@ func (e *benchEnv) close() {
 	}
 	if e.files != nil {
 		e.files.close(e.ctx)
+	}
+	if e.ansible != nil {
+		e.ansible.close()
 	}
 	if e.ssh != nil {
 		e.ssh.close()
@@ -292,13 +304,21 @@ type benchOptions struct {
 	n          int
 	json       bool
 	cpuprofile string
+	ansible    ansibleFlags
 }
 
 // runBench measures each case: a warm-up, then rounds of the Spindle side
 // and the baseline alternately; each figure is the median of the rounds.
-// Each result is handed to emit as soon as it is known.
-func runBench(e *benchEnv, cases []benchCase, o benchOptions, emit func(benchResult) error) error {
+// Each result is handed to emit as soon as it is known: a benchResult,
+// or a row of a case of its own kind (benchCase.Rows).
+func runBench(e *benchEnv, cases []benchCase, o benchOptions, emit func(any) error) error {
 	for _, bc := range cases {
+		if bc.Rows != nil {
+			if err := bc.Rows(e, bc, o, emit); err != nil {
+				return fmt.Errorf("%s: %w", bc.Name, err)
+			}
+			continue
+		}
 		n := o.n
 		if n <= 0 {
 			n = bc.N
@@ -446,6 +466,19 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         'scp -3'), put_tree_1000x4k and get_tree_1000x4k
         (fs.PutTree/GetTree vs 'scp -r'); 0 and 10 ms
   files_big  put_1g rows with peak RSS growth (only when named)
+  ansible  (only when named) ansible_hostname_100 and ansible_mixed: the
+        playbooks of --ansible-dir through ansible-playbook with vanilla
+        (ssh, pipelining, ControlPersist), spindle (the plugin that
+        'spindle ansible install' installs) and floor (a plugin that runs
+        nothing: Ansible's own cost), each run cold, in rounds that take
+        the systems in turn; per system the median wall time, the
+        controller's CPU (ansible-playbook's tree plus the master or
+        daemon it left), bytes and request/response turns at a proxy in
+        front of sshd, the excess over the floor, and ratios to vanilla.
+        ansible_exec_true: exec_command('true') through the spindle, ssh
+        and floor plugins as Ansible's workers call it (a new connection
+        object per call, warm daemon or master), vs Spindle's library
+        (ssh_true_seq) and ssh over a warm ControlMaster. 0 and 10 ms
   tunnel tunnel_connect (a new forwarded connection and one byte's round
         trip on it, as 'spindle forward -L' makes it, vs OpenSSH's -L on
         the warm ControlMaster) and tunnel_100m (100 MiB through one);
@@ -477,6 +510,11 @@ the spindle command given by --spindle.`,
 			if err != nil {
 				return cli.UsageError(c.CommandPath(), err)
 			}
+			if slices.ContainsFunc(cases, func(bc benchCase) bool { return bc.Group == "ansible" }) {
+				if err := ansibleAvailable(o.ansible); err != nil {
+					return err
+				}
+			}
 			hasSSH := slices.ContainsFunc(cases, benchCase.needsSSH)
 			if err := sshBenchAvailable(o.ssh); err != nil && hasSSH {
 				if len(args) > 0 {
@@ -493,7 +531,7 @@ the spindle command given by --spindle.`,
 			}
 			ctx, _, stop := cli.SignalContext(c.Context())
 			defer stop()
-			e := &benchEnv{ctx: ctx, g: g, sshFlags: o.ssh}
+			e := &benchEnv{ctx: ctx, g: g, sshFlags: o.ssh, ansibleFlags: o.ansible}
 			defer e.close()
 			if slices.ContainsFunc(cases, func(bc benchCase) bool { return !bc.needsSSH() }) {
 				ctl, cx, err := g.connect(ctx, o.target)
@@ -515,7 +553,7 @@ the spindle command given by --spindle.`,
 				defer pprof.StopCPUProfile()
 			}
 			var tw *tabwriter.Writer
-			emit := func(r benchResult) error {
+			emit := func(r any) error {
 				b, err := json.Marshal(r)
 				if err != nil {
 					return err
@@ -526,12 +564,19 @@ the spindle command given by --spindle.`,
 			if !o.json {
 				tw = tabwriter.NewWriter(g.stdout, 0, 4, 2, ' ', tabwriter.AlignRight)
 				fmt.Fprintf(tw, "name\tspindle\tbaseline\tbaseline\tratio\tcalls/s\t\n")
-				emit = func(r benchResult) error {
-					cps := ""
-					if r.CallsPerSec > 0 {
-						cps = fmt.Sprintf("%.0f", r.CallsPerSec)
+				emit = func(row any) error {
+					switch r := row.(type) {
+					case benchResult:
+						cps := ""
+						if r.CallsPerSec > 0 {
+							cps = fmt.Sprintf("%.0f", r.CallsPerSec)
+						}
+						fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t\n", r.Name, fmtNS(r.SpindleNS), r.Baseline, fmtNS(r.BaselineNS), r.Ratio, cps)
+					case interface{ table() []string }:
+						for _, l := range r.table() {
+							fmt.Fprintln(tw, l)
+						}
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.2f\t%s\t\n", r.Name, fmtNS(r.SpindleNS), r.Baseline, fmtNS(r.BaselineNS), r.Ratio, cps)
 					return nil
 				}
 			}
@@ -557,6 +602,8 @@ the spindle command given by --spindle.`,
 	f.IntVar(&o.n, "n", 0, "iterations per round (0 = each benchmark's default)")
 	f.BoolVar(&o.json, "json", true, "one JSON object per line; --json=false prints a table")
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write the controller's CPU profile to this file")
+	f.StringVar(&o.ansible.dir, "ansible-dir", "", "ansible group: the playbooks' directory (default $"+ansibleDirEnv+", else ../shared/bench/ansible beside the repository)")
+	f.StringVar(&o.ansible.python, "ansible-python", "/usr/bin/python3", "ansible group: the target's Python (ansible_python_interpreter)")
 	return c
 }
 

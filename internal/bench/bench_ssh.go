@@ -170,6 +170,10 @@ type sshBench struct {
 	rmCmd string // empties the target user's agent cache (run through ssh)
 	sshd  *throwawaySSHD
 	proxy *latency.Proxy // in front of the target's sshd
+	// count is a proxy that adds no delay, in front of the same sshd: the
+	// ansible group's 0 ms runs go through it so that what they send is
+	// counted, as proxy counts the 10 ms runs'.
+	count *latency.Proxy
 	echo  *echoServer
 	echoP *latency.Proxy
 	echoC net.Conn
@@ -258,6 +262,8 @@ func (e *benchEnv) sshPath(ms int) *sshPath {
 const (
 	benchAlias     = "spindle-bench"
 	benchAlias10ms = "spindle-bench-10ms"
+	// benchAliasCounted reaches the target through the counting proxy.
+	benchAliasCounted = "spindle-bench-counted"
 )
 
 func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
@@ -280,24 +286,27 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 	cfg := filepath.Join(dir, "ssh_config")
 	if f.target == "" {
 		b.sshd, err = startSSHD(func(port int) []int {
-			b.proxy, err = latency.Start(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), sshLatency)
-			if err != nil {
+			up := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+			if b.proxy, err = latency.Start(up, sshLatency); err != nil {
 				return nil
 			}
-			return []int{b.proxy.Port()}
+			if b.count, err = latency.Start(up, 0); err != nil {
+				return nil
+			}
+			return []int{b.proxy.Port(), b.count.Port()}
 		})
 		if err != nil {
 			return nil, err
 		}
-		if b.proxy == nil {
-			return nil, errors.New("cannot start the latency proxy")
+		if b.proxy == nil || b.count == nil {
+			return nil, errors.New("cannot start the latency proxies")
 		}
 		s := b.sshd
 		var conf strings.Builder
 		for _, h := range []struct {
 			alias string
 			port  int
-		}{{benchAlias, s.Port}, {benchAlias10ms, b.proxy.Port()}, {fanPattern(0), s.Port}, {fanPattern(10), b.proxy.Port()}} {
+		}{{benchAlias, s.Port}, {benchAlias10ms, b.proxy.Port()}, {benchAliasCounted, b.count.Port()}, {fanPattern(0), s.Port}, {fanPattern(10), b.proxy.Port()}} {
 			fmt.Fprintf(&conf, "Host %s\n  HostName 127.0.0.1\n  Port %d\n  User %s\n  IdentityFile %s\n  IdentitiesOnly yes\n  UserKnownHostsFile %s\n  StrictHostKeyChecking yes\n\n",
 				h.alias, h.port, s.User, s.KeyFile, s.KnownHosts)
 		}
@@ -345,6 +354,10 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		if err != nil {
 			return nil, err
 		}
+		b.count, err = latency.Start(net.JoinHostPort(host, port), 0)
+		if err != nil {
+			return nil, err
+		}
 		// Through the proxy the server is 127.0.0.1:PORT, which known_hosts
 		// does not know: a private known_hosts, filled on first use (the
 		// proxy only ever reaches the host checked on the direct path).
@@ -354,7 +367,7 @@ func newSSHBench(g *globals, f sshBenchFlags) (_ *sshBench, err error) {
 		var conf strings.Builder
 		for _, h := range []struct {
 			alias, host, port string
-		}{{benchAlias10ms, "127.0.0.1", strconv.Itoa(b.proxy.Port())}, {fanPattern(0), host, port}, {fanPattern(10), "127.0.0.1", strconv.Itoa(b.proxy.Port())}} {
+		}{{benchAlias10ms, "127.0.0.1", strconv.Itoa(b.proxy.Port())}, {benchAliasCounted, "127.0.0.1", strconv.Itoa(b.count.Port())}, {fanPattern(0), host, port}, {fanPattern(10), "127.0.0.1", strconv.Itoa(b.proxy.Port())}} {
 			fmt.Fprintf(&conf, "Host %s\n  HostName %s\n  Port %s\n  User %s\n  UserKnownHostsFile %s\n  StrictHostKeyChecking accept-new\n",
 				h.alias, h.host, h.port, first(res["user"]), filepath.Join(dir, "known_hosts_proxy"))
 			for _, id := range res["identityfile"] {
@@ -437,6 +450,9 @@ func (b *sshBench) close() {
 	}
 	if b.proxy != nil {
 		b.proxy.Close()
+	}
+	if b.count != nil {
+		b.count.Close()
 	}
 	if b.sshd != nil {
 		b.sshd.Close()

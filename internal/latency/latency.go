@@ -37,8 +37,9 @@ type Proxy struct {
 	wg     sync.WaitGroup
 
 	// up and down count the bytes read from clients (for upstream) and
-	// from upstream (for clients), over all connections.
-	up, down atomic.Int64
+	// from upstream (for clients), over all connections; turns counts
+	// replies (see Turns).
+	up, down, turns atomic.Int64
 }
 
 // Start listens on 127.0.0.1 and forwards each connection to upstream with
@@ -64,6 +65,20 @@ func (p *Proxy) Port() int { return p.ln.Addr().(*net.TCPAddr).Port }
 // (for upstream) and from upstream (for its clients), over all its
 // connections: what crossed the slow link, whatever the timing.
 func (p *Proxy) Forwarded() (up, down int64) { return p.up.Load(), p.down.Load() }
+
+// Turns returns how many times, over all its connections, bytes came back
+// from upstream after bytes went to it: the request/response round trips
+// that crossed the link, whatever the delay. A burst each way counts once,
+// however many reads it takes; bytes from upstream that follow none from
+// the client (a server's greeting) count none.
+func (p *Proxy) Turns() int64 { return p.turns.Load() }
+
+// Directions of a connection's last bytes, for Turns.
+const (
+	dirNone int32 = iota
+	dirUp
+	dirDown
+)
 
 // Blackhole makes every connection, open or future, drop all bytes in both
 // directions without closing: only keepalives can tell.
@@ -135,9 +150,20 @@ func (p *Proxy) serve() {
 			setNoDelay(c)
 			setNoDelay(u)
 			var wg sync.WaitGroup
+			var last atomic.Int32 // dirUp or dirDown: who sent last
 			wg.Add(2)
-			go func() { defer wg.Done(); p.pipe(u, c, &p.up) }()
-			go func() { defer wg.Done(); p.pipe(c, u, &p.down) }()
+			go func() {
+				defer wg.Done()
+				p.pipe(u, c, &p.up, func() { last.Store(dirUp) })
+			}()
+			go func() {
+				defer wg.Done()
+				p.pipe(c, u, &p.down, func() {
+					if last.Swap(dirDown) == dirUp {
+						p.turns.Add(1)
+					}
+				})
+			}()
 			wg.Wait()
 		}()
 	}
@@ -149,9 +175,10 @@ type chunk struct {
 }
 
 // pipe copies src to dst, each chunk delay after it was read, adding what
-// it reads to count; one writer takes chunks from a FIFO, so order is
-// kept. At EOF it half-closes dst; on any error it closes both.
-func (p *Proxy) pipe(dst, src net.Conn, count *atomic.Int64) {
+// it reads to count and calling read after each read of some bytes; one
+// writer takes chunks from a FIFO, so order is kept. At EOF it half-closes
+// dst; on any error it closes both.
+func (p *Proxy) pipe(dst, src net.Conn, count *atomic.Int64, read func()) {
 	q := make(chan chunk, queueChunks)
 	done := make(chan struct{})
 	go func() {
@@ -187,6 +214,7 @@ func (p *Proxy) pipe(dst, src net.Conn, count *atomic.Int64) {
 		n, err := src.Read(buf)
 		if n > 0 {
 			count.Add(int64(n))
+			read()
 			q <- chunk{due: time.Now().Add(p.delay), data: buf[:n]}
 		}
 		if err != nil {

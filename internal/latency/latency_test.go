@@ -137,6 +137,36 @@ func TestStreamsWholeAndInOrder(t *testing.T) {
 	}
 }
 
+// Each reply that follows a request is one turn; a big echo, whose
+// bytes cross in many reads each way, counts at least one.
+func TestCountsTurns(t *testing.T) {
+	p := startProxy(t, echoServer(t), 0)
+	c, err := net.Dial("tcp", p.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	roundTrip := func(msg []byte) {
+		t.Helper()
+		if _, err := c.Write(msg); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := io.ReadFull(c, make([]byte, len(msg))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 5 {
+		roundTrip([]byte("ping"))
+	}
+	if got := p.Turns(); got != 5 {
+		t.Errorf("after 5 request/response pairs Turns() = %d, want 5", got)
+	}
+	roundTrip(make([]byte, 1<<20)) // many reads each way, one turn or more
+	if got := p.Turns(); got < 6 {
+		t.Errorf("after a 1 MiB echo Turns() = %d, want at least 6", got)
+	}
+}
+
 // A black-holed proxy keeps the connection open and delivers nothing.
 func TestBlackhole(t *testing.T) {
 	p := startProxy(t, echoServer(t), time.Millisecond)
