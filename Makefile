@@ -115,6 +115,7 @@ fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./connectors FuzzAgentLender $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./bootstrap FuzzReadHello $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/exec FuzzOutputFrames $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/exec FuzzStdinPart $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/fs FuzzWalkStream $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./services/agentfwd FuzzForwardedRequests $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/cli FuzzSOCKS $(FUZZTIME)

@@ -45,26 +45,12 @@ func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 	parts = make([][]byte, len(c.StdinParts))
 	n := 0
 	for i, p := range c.StdinParts {
-		switch {
-		case p.SHA256 == nil:
-			parts[i] = p.Data
-		case p.Data != nil:
-			sum, err := modules.Default.Put(p.Data)
-			if err != nil {
-				return nil, err
-			}
-			if !bytes.Equal(sum[:], p.SHA256) {
-				return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: stdin part %d: its bytes hash to %x, not %x", method, i, sum, p.SHA256)
-			}
-			parts[i] = p.Data
-		default:
-			data, err := modules.Default.Get(p.SHA256)
-			if err != nil {
-				return nil, fmt.Errorf("%s: stdin part %d: %w", method, i, err)
-			}
-			parts[i] = data
+		if parts[i], err = stdinPart(p, modules.Default); err != nil {
+			return nil, fmt.Errorf("%s: stdin part %d: %w", method, i, err)
 		}
-		n += len(parts[i])
+		if n += len(parts[i]); n > MaxStdinParts {
+			return nil, errkind.Errorf(errkind.ErrTooLarge, "%s: stdin parts make more than %d bytes: send a larger stdin on the circuit", method, MaxStdinParts)
+		}
 	}
 	c.Stdin = make([]byte, 0, n)
 	for _, p := range parts {
@@ -72,6 +58,39 @@ func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 	}
 	c.StdinParts = nil
 	return parts, nil
+}
+
+// stdinPart is the bytes one stdin part stands for, in store.
+func stdinPart(p StdinPart, store *modules.Store) ([]byte, error) {
+	if p.Offset != 0 || p.Length != 0 {
+		if p.SHA256 == nil || p.Data != nil {
+			return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) names stored bytes by hash, with no data", p.Offset, p.Length)
+		}
+	}
+	switch {
+	case p.SHA256 == nil:
+		return p.Data, nil
+	case p.Data != nil:
+		sum, err := store.Put(p.Data)
+		if err != nil {
+			return nil, err
+		}
+		if !bytes.Equal(sum[:], p.SHA256) {
+			return nil, errkind.Errorf(errkind.ErrBadArgs, "its bytes hash to %x, not %x", sum, p.SHA256)
+		}
+		return p.Data, nil
+	}
+	data, err := store.Get(p.SHA256)
+	if err != nil {
+		return nil, err
+	}
+	if p.Length == 0 && p.Offset == 0 {
+		return data, nil
+	}
+	if p.Offset < 0 || p.Length <= 0 || p.Offset > int64(len(data)) || p.Length > int64(len(data))-p.Offset {
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "slice (offset %d, length %d) outside the %d bytes stored under sha256 %x", p.Offset, p.Length, len(data), p.SHA256)
+	}
+	return data[p.Offset : p.Offset+p.Length], nil
 }
 
 // chunkSize bounds one output frame's data, and the reads from a PTY.

@@ -27,6 +27,10 @@ const (
 	MaxFrameData = 1 << 20
 	// DefaultTerm is TERM for a PTY when Cmd.Term is empty.
 	DefaultTerm = "xterm-256color"
+	// MaxStdinParts bounds the stdin that Cmd.StdinParts make: parts
+	// named by hash cost the caller a few bytes each, and must not let
+	// it make the agent allocate without end.
+	MaxStdinParts = 64 << 20
 	// WaitDelay is how long the agent waits, after the process exited or
 	// was killed, for descendants that still hold its output open.
 	WaitDelay = 2 * time.Second
@@ -44,11 +48,13 @@ type Cmd struct {
 	Stdin []byte `msgpack:"in,omitempty"`
 	// StdinParts, if set, are that first stdin instead (Stdin must be
 	// empty): each part's Data, or the bytes stored under its SHA256 in
-	// the agent's module store (services/modules). A part with both is
-	// stored there first, so that later calls name it by hash alone and
-	// its bytes cross the link once. A hash the store lacks fails the
-	// call before the process starts, with errkind.ErrNotFound and
-	// modules.NotStored in its text: send the part's Data again.
+	// the agent's module store (services/modules), or a slice of them
+	// (Length). A part with both Data and SHA256 is stored there first,
+	// so that later calls name it by hash alone and its bytes cross the
+	// link once. A hash the store lacks fails the call before the
+	// process starts, with errkind.ErrNotFound and modules.NotStored in
+	// its text: send the part's Data again. Together the parts make at
+	// most MaxStdinParts bytes.
 	StdinParts []StdinPart `msgpack:"inp,omitempty"`
 	// Python, if set, lets the agent run the command in a fork of its
 	// warm Python runner (internal/pyrunner) instead of starting it, for
@@ -85,6 +91,12 @@ type Cmd struct {
 type StdinPart struct {
 	Data   []byte `msgpack:"d,omitempty"`
 	SHA256 []byte `msgpack:"h,omitempty"`
+	// Offset and Length, with Length positive, name the bytes
+	// [Offset, Offset+Length) of what is stored under SHA256 (no Data):
+	// how a sender passes the parts of a payload that a stored one
+	// shares with it. Length 0 names all of it.
+	Offset int64 `msgpack:"o,omitempty"`
+	Length int64 `msgpack:"n,omitempty"`
 }
 
 // Python describes a pipelined AnsiballZ module run (Cmd.Python).
