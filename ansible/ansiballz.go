@@ -6,37 +6,65 @@ import (
 	"sync"
 
 	"github.com/spindle-rpc/spindle"
+	"github.com/spindle-rpc/spindle/ansible/ansiballz"
 )
 
 // A pipelined AnsiballZ payload's zip crosses the link once per agent
 // (package ansible/ansiballz): the endpoint remembers which agent has
 // which zip, so that later runs send the wrapper and the zip's hash
-// alone, with no failed call first.
+// alone, with no failed call first. It remembers too the first wrapper
+// each agent stored for each zip, and sends later wrappers of that zip
+// as their differences from it (ansiballz.Wrapper.Delta).
 
-// maxKnown bounds the hashes remembered per agent; past it the list
-// starts again (a zip is then sent once more).
-const maxKnown = 4096
+// maxKnown bounds the zip hashes remembered per agent, and maxWrappers
+// the wrappers (a few KiB each); past either the list starts again
+// (a zip or a wrapper is then sent once more).
+const (
+	maxKnown    = 4096
+	maxWrappers = 64
+)
 
-// storedZips remembers which zips each agent (context) was sent.
+// storedZips remembers which zips and wrappers each agent (context) was
+// sent.
 type storedZips struct {
 	mu sync.Mutex
-	m  map[*spindle.Context]map[[sha256.Size]byte]bool
+	m  map[*spindle.Context]*agentStore
+}
+
+// agentStore is what one agent was sent: its zips, and the wrapper it
+// holds for each zip.
+type agentStore struct {
+	zips     map[[sha256.Size]byte]bool
+	wrappers map[[sha256.Size]byte]*ansiballz.Wrapper
 }
 
 func (s *storedZips) has(cx *spindle.Context, sum [sha256.Size]byte) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.m[cx][sum]
+	a := s.m[cx]
+	return a != nil && a.zips[sum]
 }
 
-func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool) {
+// wrapper is the wrapper cx's agent holds for the zip sum, or nil.
+func (s *storedZips) wrapper(cx *spindle.Context, sum [sha256.Size]byte) *ansiballz.Wrapper {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := s.m[cx]; a != nil {
+		return a.wrappers[sum]
+	}
+	return nil
+}
+
+// set records whether cx's agent holds the zip sum, and w as the
+// wrapper it holds for it (nil: none).
+func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool, w *ansiballz.Wrapper) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.m == nil {
-		s.m = map[*spindle.Context]map[[sha256.Size]byte]bool{}
+		s.m = map[*spindle.Context]*agentStore{}
 	}
-	known := s.m[cx]
-	if known == nil || len(known) >= maxKnown {
+	a := s.m[cx]
+	if a == nil {
 		for c := range s.m {
 			select {
 			case <-c.Done():
@@ -44,13 +72,24 @@ func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool
 			default:
 			}
 		}
-		known = map[[sha256.Size]byte]bool{}
-		s.m[cx] = known
+		a = &agentStore{}
+		s.m[cx] = a
+	}
+	if a.zips == nil || len(a.zips) >= maxKnown {
+		a.zips = map[[sha256.Size]byte]bool{}
+	}
+	if a.wrappers == nil || len(a.wrappers) >= maxWrappers {
+		a.wrappers = map[[sha256.Size]byte]*ansiballz.Wrapper{}
 	}
 	if stored {
-		known[sum] = true
+		a.zips[sum] = true
 	} else {
-		delete(known, sum)
+		delete(a.zips, sum)
+	}
+	if w != nil {
+		a.wrappers[sum] = w
+	} else {
+		delete(a.wrappers, sum)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/hex"
 	"os"
 	"reflect"
 	"strings"
@@ -60,9 +61,9 @@ func TestSplitAnsiballz(t *testing.T) {
 	}
 }
 
-// A zip the endpoint believes stored but the agent lacks (evicted, a
-// new agent) is sent again, and the command runs once, on the right
-// stdin.
+// A zip or a wrapper the endpoint believes stored but the agent lacks
+// (evicted, a new agent) is sent again, and the command runs once, on
+// the right stdin.
 func TestAnsiballzResentWhenLost(t *testing.T) {
 	reg := daemon.NewRegistry()
 	defer reg.Close()
@@ -71,24 +72,38 @@ func TestAnsiballzResentWhenLost(t *testing.T) {
 	}}
 	ctx := context.Background()
 	marker := t.TempDir() + "/runs"
-	cmd := "cat >/dev/null; echo x >> " + marker + "; echo ran"
+	cmd := "sha256sum; echo x >> " + marker
 	r := &request{Host: &hostvars.Host{Name: "here", Target: "local"}, Cmd: &cmd}
 	c, cerr := e.connect(ctx, r)
 	if cerr != nil {
 		t.Fatal(cerr)
 	}
 	p, zip := payload(16<<10, `zip_data='`, `'`, "")
-	e.zips.set(c.cx, sha256.Sum256([]byte(zip)), true) // but never sent
-	head, out, _, rerr := e.exec(ctx, r, p)
-	if rerr != nil || head["rc"] != 0 || string(out) != "ran\n" {
-		t.Fatalf("%v %q %v", head, out, rerr)
+	zipSum := sha256.Sum256([]byte(zip))
+	runOnce := func(what string, p []byte) {
+		t.Helper()
+		os.Remove(marker)
+		sum := sha256.Sum256(p)
+		head, out, _, rerr := e.exec(ctx, r, p)
+		if rerr != nil || head["rc"] != 0 || !strings.HasPrefix(string(out), hex.EncodeToString(sum[:])) {
+			t.Fatalf("%s: %v %q %v: not the payload's hash", what, head, out, rerr)
+		}
+		if b, _ := os.ReadFile(marker); string(b) != "x\n" {
+			t.Errorf("%s: the command ran %d times", what, strings.Count(string(b), "x"))
+		}
+		if !e.zips.has(c.cx, zipSum) || e.zips.wrapper(c.cx, zipSum) == nil {
+			t.Errorf("%s: the zip and wrapper sent are not remembered", what)
+		}
 	}
-	if b, _ := os.ReadFile(marker); string(b) != "x\n" {
-		t.Errorf("the command ran %d times", strings.Count(string(b), "x"))
-	}
-	if !e.zips.has(c.cx, sha256.Sum256([]byte(zip))) {
-		t.Error("the zip sent again is not remembered")
-	}
+	e.zips.set(c.cx, zipSum, true, nil) // but never sent
+	runOnce("a lost zip", p)
+
+	// The zip held, a wrapper that never crossed believed held.
+	prefix, _, suffix, _ := ansiballz.Split(p)
+	e.zips.set(c.cx, zipSum, true, ansiballz.NewWrapper(append([]byte("#!x"), prefix...), suffix))
+	other := bytes.Replace(p, []byte("# ZIPDATA is written out"), []byte("# date_time = 2026-11-27"), 1)
+	runOnce("a lost wrapper", other)
+	runOnce("a held wrapper", p)
 }
 
 func TestPythonOnly(t *testing.T) {

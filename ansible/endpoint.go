@@ -368,22 +368,33 @@ func (e *Endpoint) run(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, s
 
 // execAnsiballz runs cmd with an AnsiballZ payload's stdin, its zip
 // named by hash when cx's agent has it, sent with it otherwise (and
-// again if the agent lost it).
+// again if the agent lost it); its wrapper sent as its differences from
+// the one the agent holds for the zip, or in full for the agent to hold.
 func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, prefix, zip, suffix []byte, out, errb *bytes.Buffer, res **exec.Result) (bool, error) {
 	sum := sha256.Sum256(zip)
 	for attempt := 0; ; attempt++ {
 		withZip := attempt > 0 || !e.zips.has(cx, sum)
-		cmd.StdinParts = ansiballz.StdinParts(prefix, zip, suffix, sum, withZip)
+		held := e.zips.wrapper(cx, sum)
+		var zipPart int
+		if attempt > 0 || held == nil {
+			held = ansiballz.NewWrapper(prefix, suffix)
+			cmd.StdinParts, zipPart = held.StdinParts(zip, sum, withZip)
+		} else {
+			cmd.StdinParts, zipPart = held.Delta(prefix, zip, suffix, sum, withZip)
+		}
+		if cmd.Python != nil {
+			cmd.Python = &exec.Python{Interpreter: cmd.Python.Interpreter, ZipPart: zipPart}
+		}
 		started, err := e.run(ctx, cx, cmd, nil, out, errb, res)
 		if err == nil {
-			e.zips.set(cx, sum, true)
+			e.zips.set(cx, sum, true, held)
 			return true, nil
 		}
-		if withZip || !ansiballz.IsNotStored(err) {
+		if attempt > 0 || !ansiballz.IsNotStored(err) {
 			return started, err
 		}
 		// Evicted from the agent's store: nothing ran; send it along.
-		e.zips.set(cx, sum, false)
+		e.zips.set(cx, sum, false, nil)
 	}
 }
 

@@ -4,6 +4,16 @@
 // (services/modules) and is named by hash afterwards, and the run goes
 // through the agent's warm Python runner (exec.Cmd.Python) when the
 // interpreter can host one, a fresh interpreter otherwise.
+//
+// The wrapper around the zip (a few KiB of Python before and after it)
+// differs between the tasks of one module only in a few places: the
+// module's arguments, the time. A sender that keeps a Wrapper stored on
+// an agent (Wrapper.StdinParts, once) sends the wrappers of later
+// payloads of the same zip as slices of the stored one and the bytes
+// they differ in (Wrapper.Delta), and the agent rebuilds the payload
+// byte for byte (exec.StdinPart's Offset and Length). The agent's store
+// is a cache: a wrapper it lost fails the call as a lost zip does
+// (IsNotStored), before anything runs, and is sent in full again.
 package ansiballz
 
 import (
@@ -90,6 +100,90 @@ func StdinParts(prefix, zip, suffix []byte, sum [sha256.Size]byte, withZip bool)
 		z.Data = zip
 	}
 	return []exec.StdinPart{{Data: prefix}, z, {Data: suffix}}
+}
+
+// A Wrapper is a payload's bytes before and after its zip, as stored on
+// an agent under their hashes.
+type Wrapper struct {
+	prefix, suffix       []byte
+	prefixSum, suffixSum [sha256.Size]byte
+}
+
+// NewWrapper is the wrapper of a payload split as prefix, zip, suffix
+// (Split), which it keeps: the caller must not change them.
+func NewWrapper(prefix, suffix []byte) *Wrapper {
+	return &Wrapper{prefix: prefix, suffix: suffix, prefixSum: sha256.Sum256(prefix), suffixSum: sha256.Sum256(suffix)}
+}
+
+// StdinParts are the parts of w's own payload's stdin, w's bytes sent
+// with their hashes so that the agent stores them, and the index of the
+// zip's part (exec.Python.ZipPart).
+func (w *Wrapper) StdinParts(zip []byte, sum [sha256.Size]byte, withZip bool) (parts []exec.StdinPart, zipPart int) {
+	parts = StdinParts(w.prefix, zip, w.suffix, sum, withZip)
+	parts[0].SHA256 = w.prefixSum[:]
+	parts[2].SHA256 = w.suffixSum[:]
+	return parts, 1
+}
+
+// Delta are the parts of the stdin of a payload of the same zip as w's,
+// its prefix and suffix each sent as what it shares with w's at its
+// start and end (slices of w's, which the agent must hold) and the bytes
+// between, when that is smaller than the bytes themselves; and the
+// index of the zip's part.
+func (w *Wrapper) Delta(prefix, zip, suffix []byte, sum [sha256.Size]byte, withZip bool) (parts []exec.StdinPart, zipPart int) {
+	z := exec.StdinPart{SHA256: sum[:]}
+	if withZip {
+		z.Data = zip
+	}
+	parts = delta(nil, w.prefix, w.prefixSum, prefix)
+	zipPart = len(parts)
+	parts = append(parts, z)
+	return delta(parts, w.suffix, w.suffixSum, suffix), zipPart
+}
+
+// What a part costs on the wire beyond its data, about: a msgpack map of
+// a hash, an offset and a length; of data alone.
+const (
+	slicePartCost = 56
+	dataPartCost  = 8
+)
+
+// delta appends to parts those of cur as slices of ref (stored under
+// sum) for the bytes they share at the start and the end, and cur's
+// bytes between; or cur alone when that is smaller.
+func delta(parts []exec.StdinPart, ref []byte, sum [sha256.Size]byte, cur []byte) []exec.StdinPart {
+	lead := 0
+	for lead < len(ref) && lead < len(cur) && ref[lead] == cur[lead] {
+		lead++
+	}
+	trail := 0
+	for n := min(len(ref), len(cur)) - lead; trail < n && ref[len(ref)-1-trail] == cur[len(cur)-1-trail]; {
+		trail++
+	}
+	mid := cur[lead : len(cur)-trail]
+	cost := 0
+	if lead > 0 {
+		cost += slicePartCost
+	}
+	if len(mid) > 0 {
+		cost += dataPartCost + len(mid)
+	}
+	if trail > 0 {
+		cost += slicePartCost
+	}
+	if cost >= dataPartCost+len(cur) {
+		return append(parts, exec.StdinPart{Data: cur})
+	}
+	if lead > 0 {
+		parts = append(parts, exec.StdinPart{SHA256: sum[:], Length: int64(lead)})
+	}
+	if len(mid) > 0 {
+		parts = append(parts, exec.StdinPart{Data: mid})
+	}
+	if trail > 0 {
+		parts = append(parts, exec.StdinPart{SHA256: sum[:], Offset: int64(len(ref) - trail), Length: int64(trail)})
+	}
+	return parts
 }
 
 // IsNotStored says that err is the agent's answer for a hash its module

@@ -1,15 +1,21 @@
 package ansiballz_test
 
 import (
+	"bytes"
+	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/spindle-rpc/spindle/ansible/ansiballz"
 	abz "github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
 	"github.com/spindle-rpc/spindle/internal/testkit/localtest"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
+	"github.com/spindle-rpc/spindle/rpc"
+	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/modules"
 	"go.uber.org/goleak"
 )
@@ -47,5 +53,97 @@ func TestRun(t *testing.T) {
 	}
 	if _, err := ansiballz.Run(ctx, c, "python3; rm -rf /", payload, true); err == nil {
 		t.Error("an interpreter with shell characters was run")
+	}
+}
+
+// Real payloads of one module with other arguments, sent as their
+// differences from the first one's wrapper, reach the agent byte for
+// byte, for less than their wrappers; and run on the warm runner,
+// whose zip part moved.
+func TestWrapperDelta(t *testing.T) {
+	ctx, c := localtest.Dial(t)
+	args := []map[string]any{
+		{"_raw_params": "hostname"},
+		{"_raw_params": "hostname"},
+		{"_raw_params": "echo other"},
+		{"_raw_params": "echo " + strings.Repeat("long ", 400)},
+		{"_raw_params": "echo ünïcode ☃", "chdir": "/"},
+		{"_raw_params": "true", "_uses_shell": true, "creates": "/nonexistent", "stdin": "x\"y'z"},
+		{},
+	}
+	var held *ansiballz.Wrapper
+	// A zip built in another second differs in its files' times.
+	zips := map[[sha256.Size]byte]bool{}
+	for i, a := range args {
+		payload := abz.Payload(t, "command", a, abz.Python)
+		prefix, zip, suffix, ok := ansiballz.Split(payload)
+		if !ok {
+			t.Fatalf("payload %d: not split", i)
+		}
+		sum := sha256.Sum256(zip)
+		withZip := !zips[sum]
+		zips[sum] = true
+		var parts []exec.StdinPart
+		var zipPart int
+		if held == nil {
+			held = ansiballz.NewWrapper(prefix, suffix)
+			parts, zipPart = held.StdinParts(zip, sum, withZip)
+		} else {
+			parts, zipPart = held.Delta(prefix, zip, suffix, sum, withZip)
+			sent := 0
+			for j, p := range parts {
+				if j != zipPart {
+					sent += len(p.Data)
+				}
+			}
+			// Other arguments: the bytes from the time to them; the same:
+			// the time alone.
+			if wrapper := len(prefix) + len(suffix); sent >= wrapper || i == 1 && sent > 64 {
+				t.Errorf("payload %d: %d bytes of a %d-byte wrapper sent", i, sent, wrapper)
+			}
+			t.Logf("payload %d: %d bytes of a %d-byte wrapper sent in %d parts", i, sent, len(prefix)+len(suffix), len(parts))
+		}
+		if !bytes.Equal(parts[zipPart].SHA256, sum[:]) {
+			t.Fatalf("payload %d: part %d is not the zip", i, zipPart)
+		}
+		p, err := exec.Start(ctx, c, exec.Cmd{Argv: []string{"cat"}, StdinParts: parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p.Stdin().Close()
+		var out bytes.Buffer
+		if err := p.CopyOutput(&out, nil); err != nil {
+			t.Fatal(err)
+		}
+		if res, err := p.Wait(); err != nil || res.ExitCode != 0 || !bytes.Equal(out.Bytes(), payload) {
+			t.Fatalf("payload %d: %v, %d bytes on the agent, not the %d of the payload", i, err, out.Len(), len(payload))
+		}
+		if i == 2 {
+			warm(t, ctx, c, parts, zipPart, "other")
+		}
+	}
+}
+
+// warm runs a command payload's parts on the agent's warm runner and
+// checks its output.
+func warm(t *testing.T, ctx context.Context, c rpc.Caller, parts []exec.StdinPart, zipPart int, want string) {
+	t.Helper()
+	p, err := exec.Start(ctx, c, exec.Cmd{Shell: abz.Python, StdinParts: parts, Python: &exec.Python{Interpreter: abz.Python, ZipPart: zipPart}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.Stdin().Close()
+	var out, errb bytes.Buffer
+	cerr := p.CopyOutput(&out, &errb)
+	res, err := p.Wait()
+	var got struct {
+		Stdout string `json:"stdout"`
+	}
+	if err != nil || cerr != nil || res.ExitCode != 0 || json.Unmarshal(out.Bytes(), &got) != nil || got.Stdout != want {
+		t.Fatalf("warm run: %v %v %+v: %s %s", err, cerr, res, out.Bytes(), errb.Bytes())
+	}
+	stats, err := modules.Runners(ctx, c)
+	if err != nil || len(stats) != 1 || stats[0].Runs == 0 {
+		t.Errorf("runners %+v, %v: want one that ran", stats, err)
 	}
 }
