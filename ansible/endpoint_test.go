@@ -7,11 +7,13 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -23,6 +25,7 @@ import (
 	"github.com/spindle-rpc/spindle/ansible"
 	"github.com/spindle-rpc/spindle/ansible/wire"
 	"github.com/spindle-rpc/spindle/daemon"
+	abz "github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
 	"github.com/spindle-rpc/spindle/internal/testkit/sshtest"
 	"github.com/spindle-rpc/spindle/internal/testkit/testagent"
 	"github.com/spindle-rpc/spindle/version"
@@ -328,6 +331,55 @@ func TestAnsiballzZipSentOnce(t *testing.T) {
 		}
 		t.Logf("become %v: %d runs of a %d-byte zip and a %d-byte wrapper: %d bytes sent", become, runs, len(zip), wrapper, read)
 	}
+}
+
+// 100 pipelined runs of a real `command: hostname` payload, each built
+// in another second (the wrapper's date_time differs, as between the
+// tasks of a play), through the endpoint over ssh: the zip and the
+// wrapper cross once, and later wrappers as the few bytes they differ
+// in, so that all of it costs less than the zip and the wrapper once
+// plus each call's framing. The bytes are counted on the SSH connection.
+func TestAnsiballzWrapperSentOnce(t *testing.T) {
+	sshtest.Require(t)
+	payload := abz.Payload(t, "command", map[string]any{"_raw_params": "hostname"}, abz.Python)
+	_, zip, _ := abz.Split(t, payload)
+	dateTime := regexp.MustCompile(`date_time = \([0-9, ]*\)`)
+	if !dateTime.Match(payload) {
+		t.Fatal("no date_time in the payload")
+	}
+	hostname, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sock := startDaemon(t)
+	h := newHost(t)
+	proxy := sshtest.StartProxy(t, h.s.Addr(), 0)
+	h.vars["port"] = proxy.Port()
+	h.vars["host_key_checking"] = false // known_hosts names sshd's port
+	agentPID(t, sock, h, nil)           // connected
+	before, _ := proxy.Forwarded()
+	const runs = 100
+	for i := range runs {
+		p := dateTime.ReplaceAll(payload, []byte(fmt.Sprintf("date_time = (2026, 11, 27, 18, %d, %d)", i/60, i%60)))
+		r := must(t, sock, execReq(h, "/bin/sh -c '"+abz.Python+" && sleep 0'", nil), p)
+		var res struct {
+			Stdout string `json:"stdout"`
+			RC     int    `json:"rc"`
+		}
+		if err := json.Unmarshal(r.Stdout, &res); err != nil || r.RC != 0 || res.RC != 0 || res.Stdout != hostname {
+			t.Fatalf("run %d: rc %d, %v: %s %s", i, r.RC, err, r.Stdout, r.Stderr)
+		}
+	}
+	up, _ := proxy.Forwarded()
+	sent := up - before
+	wrapper := len(payload) - len(zip)
+	// What a run costs beyond its stdin: the request, the reply's
+	// acknowledgements, SSH's framing; less than the wrapper.
+	const perRun = 2 << 10
+	if limit := int64(len(zip) + wrapper + runs*perRun); sent > limit {
+		t.Errorf("%d bytes sent for %d runs of a %d-byte zip in a %d-byte wrapper: more than %d, so the wrapper crossed more than once", sent, runs, len(zip), wrapper, limit)
+	}
+	t.Logf("%d runs of a %d-byte zip in a %d-byte wrapper: %d bytes sent", runs, len(zip), wrapper, sent)
 }
 
 // agentPID is the pid of the agent that runs the commands: a kept
