@@ -110,8 +110,10 @@ type Wrapper struct {
 }
 
 // NewWrapper is the wrapper of a payload split as prefix, zip, suffix
-// (Split), which it keeps: the caller must not change them.
+// (Split). It keeps copies: slices of the payload would keep its zip
+// alive for as long as the wrapper is remembered.
 func NewWrapper(prefix, suffix []byte) *Wrapper {
+	prefix, suffix = bytes.Clone(prefix), bytes.Clone(suffix)
 	return &Wrapper{prefix: prefix, suffix: suffix, prefixSum: sha256.Sum256(prefix), suffixSum: sha256.Sum256(suffix)}
 }
 

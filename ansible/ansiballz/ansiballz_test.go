@@ -147,3 +147,14 @@ func warm(t *testing.T, ctx context.Context, c rpc.Caller, parts []exec.StdinPar
 		t.Errorf("runners %+v, %v: want one that ran", stats, err)
 	}
 }
+
+// A wrapper that shares too little with the held one is sent as it is;
+// one that shares all of it as one slice.
+func TestDeltaFallsBack(t *testing.T) {
+	held := ansiballz.NewWrapper([]byte(strings.Repeat("p", 200)), []byte(strings.Repeat("s", 200)))
+	var sum [sha256.Size]byte
+	parts, zipPart := held.Delta([]byte("#!other"), []byte("zip"), []byte(strings.Repeat("s", 200)), sum, true)
+	if len(parts) != 3 || zipPart != 1 || string(parts[0].Data) != "#!other" || parts[0].SHA256 != nil || parts[2].Data != nil || parts[2].Length != 200 {
+		t.Errorf("%+v, zip part %d", parts, zipPart)
+	}
+}
