@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -24,6 +25,13 @@ func serveAnsible(g *globals, o daemon.Options) error {
 		// finds the other serving is as good as started.
 		o.Ready = busyIsOK{o.Ready}
 	}
+	if path := os.Getenv(cpuProfileEnv); path != "" {
+		stop, err := startCPUProfile(path)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	reg := daemon.NewRegistry()
 	defer reg.Close()
 	ep := &ansible.Endpoint{
@@ -35,6 +43,27 @@ func serveAnsible(g *globals, o daemon.Options) error {
 		Log: o.Log,
 	}
 	return daemon.NewServer(o).Serve(ep)
+}
+
+// cpuProfileEnv names a file the Ansible daemon writes its CPU profile
+// to when it stops: the plugin's per-call cost is the daemon's under
+// Ansible's own workers, which start it, so a flag could not reach it.
+const cpuProfileEnv = "SPINDLE_DAEMON_CPUPROFILE"
+
+// startCPUProfile profiles the process into path until stop.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", cpuProfileEnv, err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		f.Close()
+	}, nil
 }
 
 // busyIsOK tells the daemon's starter "ok" when another daemon serves the

@@ -3,6 +3,8 @@ package cli
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
+	"io"
 	"net"
 	"os"
 	osexec "os/exec"
@@ -92,5 +94,70 @@ func TestAnsibleDaemonStartRace(t *testing.T) {
 	}
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket outlived the daemons: %v", err)
+	}
+}
+
+// SPINDLE_DAEMON_CPUPROFILE: the Ansible daemon profiles itself into the
+// file, written when it stops; a file it cannot create keeps it from
+// starting, saying why.
+func TestAnsibleDaemonCPUProfile(t *testing.T) {
+	dir := t.TempDir()
+	sock, prof := filepath.Join(dir, "ansible.sock"), filepath.Join(dir, "cpu.pprof")
+	start := func(profile string) (*osexec.Cmd, string) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Close()
+		cmd := osexec.Command(filepath.Join(binDir, "spindle"), "daemon", "--ansible", "--socket", sock, "--idle", "1m", "--ready-fd", "3")
+		cmd.Env = append(os.Environ(), cpuProfileEnv+"="+profile)
+		cmd.ExtraFiles = []*os.File{w}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		line, _ := bufio.NewReader(r).ReadString('\n')
+		if line != "ok\n" {
+			cmd.Wait() //nolint:errcheck // its stderr says why
+			return nil, line + errb.String()
+		}
+		return cmd, ""
+	}
+	if cmd, why := start(filepath.Join(dir, "no", "such", "dir", "cpu.pprof")); cmd != nil {
+		t.Fatal("a daemon started with a profile it cannot write")
+	} else if !strings.Contains(why, cpuProfileEnv) {
+		t.Errorf("the daemon said %q, not naming %s", why, cpuProfileEnv)
+	}
+	cmd, why := start(prof)
+	if cmd == nil {
+		t.Fatalf("daemon: %q", why)
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := wire.WriteRequest(c, map[string]any{"v": 1, "op": "stop"}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := wire.ReadResponse(c, 0); err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("daemon: %v", err)
+	}
+	b, err := os.ReadFile(prof)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A profile is gzipped protobuf, complete once the gzip stream is.
+	z, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatalf("the profile is not gzip: %v", err)
+	}
+	if body, err := io.ReadAll(z); err != nil || len(body) == 0 {
+		t.Fatalf("the profile's %d bytes: %v", len(body), err)
 	}
 }
