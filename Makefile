@@ -123,6 +123,7 @@ fuzz:
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./daemon/proto FuzzReadMsg $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./ansible/wire FuzzReadRequest $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./ansible/wire FuzzReadResponse $(FUZZTIME)
+	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./ansible FuzzDecodeHost $(FUZZTIME)
 	GOMEMLIMIT=$(FUZZ_MEMLIMIT) GO=$(GO) sh scripts/fuzz-one.sh ./internal/pyrunner FuzzFamily $(FUZZTIME)
 
 clean:

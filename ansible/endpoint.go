@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -52,8 +53,9 @@ type Endpoint struct {
 	// another refuses; default version.Version.
 	Version string
 
-	homes homes
-	zips  storedZips
+	homes    homes
+	zips     storedZips
+	resolved resolvedHosts
 }
 
 func (e *Endpoint) log() *zap.Logger {
@@ -131,12 +133,16 @@ func (e *Endpoint) reply(conn net.Conn, head map[string]any, out, errb []byte, r
 
 // request are the fields an op may have.
 type request struct {
-	Host   *hostvars.Host   `json:"host"`
-	Become *hostvars.Become `json:"become"`
-	Cmd    *string          `json:"cmd"`
-	PTY    bool             `json:"pty"`
-	Src    string           `json:"src"`
-	Dst    string           `json:"dst"`
+	// HostJSON is the host object as sent; Host is it decoded, and
+	// resolved its resolution (decodeHost), when the request has one.
+	HostJSON json.RawMessage  `json:"host"`
+	Host     *hostvars.Host   `json:"-"`
+	resolved *resolvedHost    `json:"-"`
+	Become   *hostvars.Become `json:"become"`
+	Cmd      *string          `json:"cmd"`
+	PTY      bool             `json:"pty"`
+	Src      string           `json:"src"`
+	Dst      string           `json:"dst"`
 	// ModuleRunner (absent: true) lets a pipelined module run in a fork
 	// of the agent's warm Python runner.
 	ModuleRunner *bool `json:"module_runner"`
@@ -157,6 +163,9 @@ func (e *Endpoint) handle(ctx context.Context, req *wire.Request, s *daemon.Serv
 	if err := req.Decode(&r); err != nil {
 		return nil, nil, nil, &Error{Kind: KindBadRequest, Message: "spindle daemon: " + err.Error()}
 	}
+	if err := e.decodeHost(&r); err != nil {
+		return nil, nil, nil, &Error{Kind: KindBadRequest, Message: "spindle daemon: " + err.Error()}
+	}
 	needHost := func() *Error {
 		if r.Host == nil {
 			return &Error{Kind: KindBadRequest, Message: fmt.Sprintf("spindle daemon: %q needs a \"host\"", req.Op)}
@@ -174,12 +183,12 @@ func (e *Endpoint) handle(ctx context.Context, req *wire.Request, s *daemon.Serv
 		if err := needHost(); err != nil {
 			return nil, nil, nil, err
 		}
-		res, err := r.Host.Resolve()
+		rh, err := e.resolveHost(&r)
 		if err != nil {
 			return nil, nil, nil, classify(stageResolve, err, r.Host, nil)
 		}
-		e.Registry.Forget(hostKey(res))
-		e.log().Info("ansible: connection reset", zap.String("host", r.Host.Name), zap.String("chain", res.Chain()))
+		e.Registry.Forget(rh.key)
+		e.log().Info("ansible: connection reset", zap.String("host", r.Host.Name), zap.String("chain", rh.res.Chain()))
 		return nil, nil, nil, nil
 	case "exec":
 		if err := needHost(); err != nil {
@@ -223,7 +232,7 @@ type conn struct {
 // connect returns the host's connection (made now, or kept), and the
 // become child on it if r asks for one.
 func (e *Endpoint) connect(ctx context.Context, r *request) (*conn, *Error) {
-	res, err := r.Host.Resolve()
+	rh, err := e.resolveHost(r)
 	if err != nil {
 		return nil, classify(stageResolve, err, r.Host, r.Become)
 	}
@@ -234,10 +243,16 @@ func (e *Endpoint) connect(ctx context.Context, r *request) (*conn, *Error) {
 		}
 	}
 	log := e.log().With(zap.String("host", r.Host.Name))
-	key := hostKey(res)
+	key := rh.key
 	kept, reused, err := e.Registry.Get(ctx, key, daemon.Dialer{
 		NewGroup: e.NewController,
 		Open: func(ctx context.Context, g *daemon.Group) (*spindle.Context, []target.Step, error) {
+			// A resolution of its own: the connectors built from it
+			// share nothing with the remembered one.
+			res, err := rh.host.Resolve()
+			if err != nil {
+				return nil, nil, err
+			}
 			if len(res.Ignored) > 0 {
 				log.Info("ansible: ssh arguments with no effect here", zap.Strings("ignored", res.Ignored))
 			}
