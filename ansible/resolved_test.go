@@ -144,3 +144,29 @@ func FuzzDecodeHost(f *testing.F) {
 		}
 	})
 }
+
+// BenchmarkHostResolution: what a request's host costs the daemon,
+// remembered and resolved each time (a host with the usual variables).
+func BenchmarkHostResolution(b *testing.B) {
+	header := []byte(`{"v":1,"spindle":"dev","op":"exec","host":{"name":"web1","address":"127.0.0.1","port":2222,"user":"deploy","password":null,"private_key_file":"/home/deploy/.ssh/id_ed25519","ssh_args":"-C -o ControlMaster=auto -o ControlPersist=60s","ssh_common_args":"","ssh_extra_args":"","host_key_checking":false,"timeout":10,"via":null,"target":null},"become":null,"cmd":"true","pty":false,"module_runner":true}`)
+	for _, remember := range []bool{true, false} {
+		b.Run(fmt.Sprintf("remembered=%v", remember), func(b *testing.B) {
+			e := &Endpoint{}
+			for i := 0; i < b.N; i++ {
+				var r request
+				if err := json.Unmarshal(header, &r); err != nil {
+					b.Fatal(err)
+				}
+				if !remember {
+					e.resolved = resolvedHosts{}
+				}
+				if err := e.decodeHost(&r); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := e.resolveHost(&r); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
