@@ -19,31 +19,22 @@ import (
 // for the exit is the hang guard: without the abandonment, the CLI waits
 // for the circuit's five-minute timeout.
 func TestSignalEndsRunOfStoppedAgent(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		flags []string
-		env   func(*testing.T) []string
-	}{
-		{"direct", nil, func(*testing.T) []string { return os.Environ() }},
-		{"persist", []string{"--persist", "1m"}, persistEnv},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Run("ctrl-c", func(t *testing.T) {
-				r, _ := startStopped(t, tc.env(t), tc.flags)
-				r.Type("\x03") // the terminal's SIGINT, to the CLI's process group (not the agent's)
-				if code := r.ExitCode(); code != 130 {
-					t.Errorf("Ctrl-C: exit status %d, want 130; output:\n%q", code, r.Output())
-				}
-			})
-			t.Run("sigterm", func(t *testing.T) {
-				r, cmd := startStopped(t, tc.env(t), tc.flags)
-				cmd.Process.Signal(syscall.SIGTERM)
-				if code := r.ExitCode(); code != 143 {
-					t.Errorf("SIGTERM: exit status %d, want 143; output:\n%q", code, r.Output())
-				}
-			})
+	directAndPersist(t, func(t *testing.T, tc way) {
+		t.Run("ctrl-c", func(t *testing.T) {
+			r, _ := startStopped(t, tc.env(t), tc.flags)
+			r.Type("\x03") // the terminal's SIGINT, to the CLI's process group (not the agent's)
+			if code := r.ExitCode(); code != 130 {
+				t.Errorf("Ctrl-C: exit status %d, want 130; output:\n%q", code, r.Output())
+			}
 		})
-	}
+		t.Run("sigterm", func(t *testing.T) {
+			r, cmd := startStopped(t, tc.env(t), tc.flags)
+			cmd.Process.Signal(syscall.SIGTERM)
+			if code := r.ExitCode(); code != 143 {
+				t.Errorf("SIGTERM: exit status %d, want 143; output:\n%q", code, r.Output())
+			}
+		})
+	})
 }
 
 // startStopped runs a remote sleep on a terminal, with flags, and stops
@@ -73,50 +64,50 @@ func startStopped(t *testing.T, env, flags []string) (*ptytest.Run, *osexec.Cmd)
 // 255 and a message that says why: directly and through the daemon.
 func TestKeepaliveEndsRunOfStoppedAgent(t *testing.T) {
 	ka := []string{"-o", "ServerAliveInterval=1", "-o", "ServerAliveCountMax=2"}
-	for _, tc := range []struct {
-		name  string
-		flags []string
-		env   func(*testing.T) []string
-	}{
-		{"direct", nil, func(*testing.T) []string { return os.Environ() }},
-		{"persist", []string{"--persist", "1m"}, persistEnv},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			r, _ := startStopped(t, tc.env(t), append(tc.flags, ka...))
-			if code := r.ExitCode(); code != 255 {
-				t.Errorf("exit status %d, want 255; output:\n%q", code, r.Output())
-			}
-			r.WaitFor("no answer to keepalives: its transport delivered nothing for 3s (2 keepalives 1s apart")
-		})
-	}
+	directAndPersist(t, func(t *testing.T, tc way) {
+		r, _ := startStopped(t, tc.env(t), append(tc.flags, ka...))
+		if code := r.ExitCode(); code != 255 {
+			t.Errorf("exit status %d, want 255; output:\n%q", code, r.Output())
+		}
+		r.WaitFor("no answer to keepalives: its transport delivered nothing for 3s (2 keepalives 1s apart")
+	})
 }
 
 // Ctrl-C on a command whose agent answers kills the remote process group
 // and exits 130, directly and through the daemon.
 func TestCtrlCKillsRemoteCommand(t *testing.T) {
-	for _, tc := range []struct {
-		name  string
-		flags []string
-		env   func(*testing.T) []string
-	}{
+	directAndPersist(t, func(t *testing.T, tc way) {
+		args := append(append([]string{"run"}, tc.flags...), "local", "--", "sh", "-c", "echo remote=$$.; exec sleep 60")
+		cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
+		cmd.Env = tc.env(t)
+		r := ptytest.Start(t, cmd)
+		m := r.WaitForMatch(regexp.MustCompile(`remote=(\d+)\.`))
+		pid, err := strconv.Atoi(m[1])
+		if err != nil || pid <= 1 {
+			t.Fatalf("remote pid %q: %v", m[1], err)
+		}
+		r.Type("\x03")
+		if code := r.ExitCode(); code != 130 {
+			t.Errorf("Ctrl-C: exit status %d, want 130; output:\n%q", code, r.Output())
+		}
+		pollUntil(t, "the remote command killed", func() bool { return syscall.Kill(pid, 0) != nil })
+	})
+}
+
+// way is one way of running the CLI's commands: directly, or through the
+// daemon (--persist). env gives the subtest's environment.
+type way struct {
+	name  string
+	flags []string
+	env   func(*testing.T) []string
+}
+
+// directAndPersist runs f as a subtest for each way.
+func directAndPersist(t *testing.T, f func(t *testing.T, tc way)) {
+	for _, tc := range []way{
 		{"direct", nil, func(*testing.T) []string { return os.Environ() }},
 		{"persist", []string{"--persist", "1m"}, persistEnv},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			args := append(append([]string{"run"}, tc.flags...), "local", "--", "sh", "-c", "echo remote=$$.; exec sleep 60")
-			cmd := osexec.Command(filepath.Join(binDir, "spindle"), args...)
-			cmd.Env = tc.env(t)
-			r := ptytest.Start(t, cmd)
-			m := r.WaitForMatch(regexp.MustCompile(`remote=(\d+)\.`))
-			pid, err := strconv.Atoi(m[1])
-			if err != nil || pid <= 1 {
-				t.Fatalf("remote pid %q: %v", m[1], err)
-			}
-			r.Type("\x03")
-			if code := r.ExitCode(); code != 130 {
-				t.Errorf("Ctrl-C: exit status %d, want 130; output:\n%q", code, r.Output())
-			}
-			pollUntil(t, "the remote command killed", func() bool { return syscall.Kill(pid, 0) != nil })
-		})
+		t.Run(tc.name, func(t *testing.T) { f(t, tc) })
 	}
 }
