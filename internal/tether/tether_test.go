@@ -184,18 +184,8 @@ func TestStartingThreadEndsChildLives(t *testing.T) {
 // change, and the new one knows the groups the old one did: when its
 // pipe closes (as when this process dies) it kills them.
 func TestWatchdogReplaced(t *testing.T) {
-	child := tethered(t, "sleep", "1000")
-	release, err := Start(child)
-	if err != nil {
-		t.Fatal(err)
-	}
+	child, release, old := startWatched(t)
 	defer release()
-	watch.mu.Lock()
-	old := watch.cmd
-	watch.mu.Unlock()
-	if old == nil {
-		t.Fatalf("no watchdog after a start: %v", watch.failed)
-	}
 	old.Process.Kill()
 	// Until the killed watchdog has exited, its end of the pipe is open
 	// and a write still succeeds: wait for the exit, without reaping it
@@ -242,18 +232,8 @@ func TestStartNeedsOwnGroup(t *testing.T) {
 // TestClose: Close kills the groups still tethered, as this process's
 // death would, and returns once the watchdog is gone.
 func TestClose(t *testing.T) {
-	child := tethered(t, "sleep", "1000")
-	release, err := Start(child)
-	if err != nil {
-		t.Fatal(err)
-	}
+	child, release, wd := startWatched(t)
 	defer release()
-	watch.mu.Lock()
-	wd := watch.cmd
-	watch.mu.Unlock()
-	if wd == nil {
-		t.Fatalf("no watchdog after a start: %v", watch.failed)
-	}
 	Close()
 	defer func() { // for the tests after this one
 		watch.mu.Lock()
@@ -267,4 +247,23 @@ func TestClose(t *testing.T) {
 	if ws := child.ProcessState.Sys().(syscall.WaitStatus); !ws.Signaled() || ws.Signal() != syscall.SIGKILL {
 		t.Fatalf("Close left the tethered group running: %v", child.ProcessState)
 	}
+}
+
+// startWatched starts a tethered `sleep 1000` and returns it with its
+// release and the watchdog that now watches its group.
+func startWatched(t *testing.T) (child *exec.Cmd, release func(), wd *exec.Cmd) {
+	t.Helper()
+	child = tethered(t, "sleep", "1000")
+	release, err := Start(child)
+	if err != nil {
+		t.Fatal(err)
+	}
+	watch.mu.Lock()
+	wd = watch.cmd
+	watch.mu.Unlock()
+	if wd == nil {
+		release()
+		t.Fatalf("no watchdog after a start: %v", watch.failed)
+	}
+	return child, release, wd
 }
