@@ -162,8 +162,11 @@ func (c *Context) request(ctx stdctx.Context, method string, args any) ([]byte, 
 func (c *Context) sendError(err error) error {
 	if errors.Is(err, router.ErrNoRoute) || errors.Is(err, router.ErrClosed) || errors.Is(err, router.ErrLinkDown) {
 		why := err.Error()
-		if c.deadWhy != "" {
+		// deadWhy is written before done is closed; read it only after.
+		select {
+		case <-c.done:
 			why = c.deadWhy
+		default:
 		}
 		return &errkind.Error{Kind: errkind.ErrDisconnected, Msg: "disconnected: " + why, Err: err}
 	}
