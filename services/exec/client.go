@@ -21,6 +21,49 @@ func Run(ctx context.Context, c rpc.Caller, cmd Cmd) (*Result, error) {
 	return &res, nil
 }
 
+// Collect runs cmd on c to completion, as Run does, and writes its
+// output to stdout and stderr (nil discards), all of it: cmd.MaxOutput
+// must be 0. A command whose output fits in exec.Run's reply
+// (DefaultRunMaxOutput a stream) costs one round trip, as Run; one with
+// more is spilled (Cmd.Spill) and its rest read from a circuit
+// (exec.Attach), where a slow writer slows the process down. stdin is
+// cmd.Stdin alone. The Result has no Stdout or Stderr.
+func Collect(ctx context.Context, c rpc.Caller, cmd Cmd, stdout, stderr io.Writer) (*Result, error) {
+	if cmd.MaxOutput != 0 {
+		return nil, fmt.Errorf("exec.Collect: MaxOutput is %d; Collect delivers all output (use Run for a limit)", cmd.MaxOutput)
+	}
+	cmd.Spill = true
+	var res Result
+	if err := c.Call(ctx, MethodRun, &cmd, &res); err != nil {
+		return nil, err
+	}
+	for _, o := range []struct {
+		w io.Writer
+		b []byte
+	}{{stdout, res.Stdout}, {stderr, res.Stderr}} {
+		if o.w != nil && len(o.b) > 0 {
+			if _, err := o.w.Write(o.b); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if res.Spilled == 0 {
+		res.Stdout, res.Stderr = nil, nil
+		return &res, nil
+	}
+	st, err := c.Stream(ctx, MethodAttach, &AttachArgs{ID: res.Spilled})
+	if err != nil {
+		return nil, err // the agent kills it after SpillAttachTimeout
+	}
+	st.Close() // no stdin: it was cmd.Stdin
+	p := &Process{st: st, done: make(chan struct{})}
+	if err := p.CopyOutput(stdout, stderr); err != nil {
+		p.Close()
+		return nil, err
+	}
+	return p.Wait()
+}
+
 // Errors of Process's output readers.
 var (
 	// ErrOutputDiscarded is read from a stream that was asked for after

@@ -30,6 +30,7 @@ import (
 func Register(reg *rpc.Registry) {
 	reg.Handle(MethodRun, handleRun)
 	reg.Handle(MethodStart, handleStart)
+	reg.Handle(MethodAttach, handleAttach)
 }
 
 // joinStdinParts makes c.Stdin of c.StdinParts, storing the parts that
@@ -116,23 +117,27 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 	case limit > MaxRunOutput:
 		limit = MaxRunOutput
 	}
+	started := time.Now()
 	tctx, cancel, err := withTimeout(ctx, &c, MethodRun)
 	if err != nil {
 		return nil, err
 	}
 	defer cancel()
 	// No context for os/exec: it would start a goroutine per command to
-	// watch it; runCaptured applies tctx itself.
+	// watch it; captured applies tctx itself.
 	cmd, err := prepare(context.Background(), &c, MethodRun)
 	if err != nil {
 		return nil, err
 	}
-	stdout, stderr := &boundedBuffer{max: limit}, &boundedBuffer{max: limit}
 	if len(c.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	} else if null, err := devNull(); err == nil {
 		cmd.Stdin = null // else os/exec opens /dev/null for every command
 	}
+	if c.Spill {
+		return runSpilling(ctx, tctx, &c, cmd, limit, started)
+	}
+	stdout, stderr := &boundedBuffer{max: limit}, &boundedBuffer{max: limit}
 	serr, werr := runCaptured(tctx, cmd, stdout, stderr)
 	if serr != nil {
 		return nil, startError(MethodRun, cmd.Path, serr)
@@ -551,6 +556,11 @@ type boundedBuffer struct {
 	buf       []byte
 	max       int64
 	truncated bool
+}
+
+func (b *boundedBuffer) write(p []byte) (full bool) {
+	b.Write(p) //nolint:errcheck // never fails
+	return false
 }
 
 func (b *boundedBuffer) Write(p []byte) (int, error) {

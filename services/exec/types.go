@@ -6,6 +6,20 @@ import "time"
 const (
 	MethodRun   = "exec.Run"
 	MethodStart = "exec.Start"
+	// MethodAttach delivers the rest of a spilled exec.Run (Cmd.Spill)
+	// on a circuit.
+	MethodAttach = "exec.Attach"
+)
+
+// Bounds of spilled exec.Run commands (Cmd.Spill), per agent.
+const (
+	// MaxSpilled is how many spilled commands an agent keeps waiting for
+	// their exec.Attach at once; one more fails, killed, with
+	// errkind.ErrTooLarge.
+	MaxSpilled = 64
+	// SpillAttachTimeout is how long a spilled command waits for its
+	// exec.Attach before the agent kills it.
+	SpillAttachTimeout = 30 * time.Second
 )
 
 // Output limits and the exec.Start frame format.
@@ -78,6 +92,13 @@ type Cmd struct {
 	// MaxOutput is the per-stream output limit; 0 means the default
 	// (DefaultRunMaxOutput for exec.Run, unlimited for exec.Start).
 	MaxOutput int64 `msgpack:"max,omitempty"`
+	// Spill, for exec.Run, keeps the output beyond MaxOutput instead of
+	// discarding it: the agent stops reading the process's output, which
+	// then waits, and replies with the output so far and
+	// Result.Spilled; exec.Attach delivers the rest on a circuit. A
+	// command whose output fits is one round trip, as without Spill.
+	// Collect does both calls.
+	Spill bool `msgpack:"spill,omitempty"`
 	// PTY runs the process on a pseudo-terminal (exec.Start only).
 	PTY bool `msgpack:"pty,omitempty"`
 	// Rows and Cols are the PTY's initial size (default 24x80).
@@ -125,4 +146,15 @@ type Result struct {
 	StderrTruncated bool `msgpack:"errtr,omitempty"`
 	// TimedOut says that Cmd.Timeout passed and the process was killed.
 	TimedOut bool `msgpack:"tout,omitempty"`
+	// Spilled, in the reply of an exec.Run with Cmd.Spill, names the
+	// process, still running, whose output goes on past Stdout and
+	// Stderr: exec.Attach with it delivers the rest and the real
+	// Result. The other fields are then not yet known.
+	Spilled uint64 `msgpack:"spilled,omitempty"`
+}
+
+// AttachArgs are exec.Attach's arguments.
+type AttachArgs struct {
+	// ID is Result.Spilled.
+	ID uint64 `msgpack:"id"`
 }
