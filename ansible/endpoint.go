@@ -36,6 +36,10 @@ const ProtocolVersion = 1
 // for ever. The command itself has no time limit.
 var RequestTimeout = 10 * time.Second
 
+// clientWatchDelay is how long a request runs before the daemon starts
+// watching for its client's going away, which cancels it.
+const clientWatchDelay = 20 * time.Millisecond
+
 // Endpoint serves the Ansible connection plugin's protocol on a daemon's
 // socket (daemon.Server.Serve).
 type Endpoint struct {
@@ -97,16 +101,21 @@ func (e *Endpoint) ServeConn(ctx context.Context, conn net.Conn, s *daemon.Serve
 
 	// The client reads the response, then closes: its closing first
 	// means it is gone (the worker was killed), and the request ends.
+	// Watched from clientWatchDelay on: a quicker request is answered
+	// without a goroutine (and its wake-up) more.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	watched := make(chan struct{})
-	go func() {
+	watch := time.AfterFunc(clientWatchDelay, func() {
 		defer close(watched)
 		var b [1]byte
 		conn.Read(b[:]) //nolint:errcheck // any return means the client is done
 		cancel()
-	}()
+	})
 	defer func() {
+		if watch.Stop() {
+			return // never started
+		}
 		conn.SetReadDeadline(time.Now()) //nolint:errcheck // ends the watch
 		<-watched
 	}()
@@ -344,7 +353,10 @@ func (e *Endpoint) exec(ctx context.Context, r *request, stdin []byte) (map[stri
 			}
 			return e.execAnsiballz(ctx, c.cx, cmd, prefix, zip, suffix, &out, &errb, &res)
 		}
-		return e.run(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY}, stdin, &out, &errb, &res)
+		if r.PTY || len(stdin) > maxInlineStdin {
+			return e.run(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, PTY: r.PTY}, stdin, &out, &errb, &res)
+		}
+		return collect(ctx, c.cx, exec.Cmd{Shell: *r.Cmd, Stdin: stdin}, &out, &errb, &res)
 	})
 	if rerr != nil {
 		return nil, nil, nil, rerr
@@ -378,6 +390,23 @@ func (e *Endpoint) run(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, s
 	if err == nil {
 		err = cerr
 	}
+	return true, err
+}
+
+// maxInlineStdin bounds the stdin sent in a command's request (a bus
+// frame, router.DefaultMaxFrameSize); more goes on a circuit.
+const maxInlineStdin = 1 << 20
+
+// collect runs cmd on cx, its stdin given whole, in one round trip
+// unless its output outgrows the reply (exec.Collect). A context known
+// to be dead before the call has started nothing.
+func collect(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, out, errb *bytes.Buffer, res **exec.Result) (started bool, err error) {
+	if err := cx.Err(); err != nil {
+		return false, err
+	}
+	out.Reset()
+	errb.Reset()
+	*res, err = exec.Collect(ctx, cx, cmd, out, errb)
 	return true, err
 }
 

@@ -227,6 +227,18 @@ func TestExecExactBytes(t *testing.T) {
 	if r.RC != 137 {
 		t.Errorf("killed: rc %d", r.RC)
 	}
+	// Stdin larger than a request (sent on a circuit), and output larger
+	// than a reply (spilled onto one), arrive whole.
+	big := make([]byte, 3<<20)
+	rand.Read(big)
+	r = must(t, sock, execReq(h, `cat; echo end >&2; head -c 4000000 /dev/zero >&2; exit 5`, nil), big)
+	if r.RC != 5 || !bytes.Equal(r.Stdout, big) || len(r.Stderr) != 4+4000000 || string(r.Stderr[:4]) != "end\n" {
+		t.Errorf("large: rc %d, %d bytes out (the same: %v), %d err", r.RC, len(r.Stdout), bytes.Equal(r.Stdout, big), len(r.Stderr))
+	}
+	r = must(t, sock, execReq(h, `head -c 5000000 /dev/zero; echo done`, nil), nil)
+	if r.RC != 0 || len(r.Stdout) != 5000005 || string(r.Stdout[5000000:]) != "done\n" {
+		t.Errorf("spilled output: rc %d, %d bytes", r.RC, len(r.Stdout))
+	}
 }
 
 func TestPutFetch(t *testing.T) {
@@ -452,6 +464,42 @@ func TestConcurrentRequestsOneDial(t *testing.T) {
 			t.Errorf("agents %q", pids)
 			break
 		}
+	}
+}
+
+// A client that goes away (Ansible killed its worker) ends its request:
+// the command is killed.
+func TestClientGoneKillsCommand(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	pidFile := filepath.Join(h.u.Home, "pid")
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := execReq(h, "echo $$ > "+pidFile+"; exec sleep 600", nil)
+	head["v"] = ansible.ProtocolVersion
+	if err := wire.WriteRequest(c, head, nil); err != nil {
+		t.Fatal(err)
+	}
+	var pid int
+	deadline := time.Now().Add(time.Minute)
+	for pid == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the command never started")
+		}
+		time.Sleep(10 * time.Millisecond)
+		if b, err := os.ReadFile(pidFile); err == nil && bytes.HasSuffix(b, []byte("\n")) {
+			pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		}
+	}
+	c.Close()
+	for syscall.Kill(pid, 0) == nil {
+		if time.Now().After(deadline) {
+			t.Fatalf("the command (pid %d) still runs after its client went away", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
