@@ -297,6 +297,10 @@ STDIN_FLAG_BECOME = ("sudo", "dzdo", "sudosu")
 STDIN_BECOME = ("su",)
 
 
+# _paths' results in this process, by what they depend on.
+_PATHS: dict = {}
+
+
 class DaemonDied(Exception):
     """The socket broke while a request was in flight."""
 
@@ -562,9 +566,19 @@ class Connection(ConnectionBase):
     # ---- daemon ------------------------------------------------------------
 
     def _paths(self) -> tuple[str, str, str]:
-        binary = self._binary()
-        sock = socket_path(binary, private_dir(runtime_dir()))
-        return binary, sock, sock[: -len(".sock")] + ".log"
+        # Worked out once per process for the same inputs: a task's worker
+        # may call several times, and the lookups are a tenth of a warm
+        # call. A daemon start checks the directory again.
+        key = (
+            self._opt("spindle_path"), os.environ.get("PATH"), os.environ.get("XDG_RUNTIME_DIR"),
+            os.environ.get("SSH_AUTH_SOCK"), os.environ.get("HOME"), os.getuid(),
+        )
+        parts = _PATHS.get(key)
+        if parts is None:
+            binary = self._binary()
+            sock = socket_path(binary, private_dir(runtime_dir()))
+            parts = _PATHS[key] = (binary, sock, sock[: -len(".sock")] + ".log")
+        return parts
 
     @staticmethod
     def _dial(sock_path: str) -> socket.socket | None:
@@ -627,6 +641,7 @@ class Connection(ConnectionBase):
         s = self._dial(sock_path)
         if s is not None or not autostart:
             return s
+        private_dir(os.path.dirname(sock_path))
         ready = self._start_daemon(binary, sock_path, log_path)
         s = self._dial(sock_path)
         if s is not None:

@@ -68,7 +68,9 @@ func readHeader(r io.Reader) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !json.Valid(h) || bytes.TrimSpace(h)[0] != '{' {
+	// Its validity is checked by the decoding that follows: a scan of
+	// its own here would be a third of the daemon's JSON work.
+	if t := bytes.TrimSpace(h); len(t) == 0 || t[0] != '{' {
 		return nil, bad("the header is not a JSON object")
 	}
 	return h, nil
