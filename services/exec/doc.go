@@ -5,8 +5,9 @@
 //
 // # Methods
 //
-//	exec.Run    args Cmd  result Result
-//	exec.Start  args Cmd  result Result (Stdout and Stderr empty); needs a circuit
+//	exec.Run     args Cmd         result Result
+//	exec.Start   args Cmd         result Result (Stdout and Stderr empty); needs a circuit
+//	exec.Attach  args AttachArgs  result Result (Stdout and Stderr empty); needs a circuit
 //
 // A process that starts and exits with a non-zero status or dies from a
 // signal is a successful call: the status is in the Result. A process that
@@ -35,6 +36,17 @@
 // frame). Output beyond the limit is read and discarded, so the process
 // keeps running, and the stream is flagged truncated. Cmd.Stdin is the
 // process's whole stdin; without it stdin is /dev/null. Cmd.PTY is refused.
+//
+// With Cmd.Spill, output reaching the limit is kept instead: the agent
+// stops reading the process's output (the process blocks once its pipe
+// is full) and replies at once with the output so far and
+// Result.Spilled. exec.Attach with that id streams the rest as
+// exec.Start's frames, then replies with the real Result; controls
+// reach the process group as for exec.Start. A spilled command waits at
+// most SpillAttachTimeout for its exec.Attach, and at most MaxSpilled
+// wait per agent; past either it is killed. Collect makes both calls: a
+// command with little output costs one round trip and no circuit, one
+// with more is not cut short.
 //
 // # exec.Start
 //
