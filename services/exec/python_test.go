@@ -96,6 +96,7 @@ func TestPythonRunnerSameAsFresh(t *testing.T) {
 		{"file", "file", map[string]any{"path": dir, "state": "directory"}, 0},
 		{"bad arguments", "file", map[string]any{"state": "nonsense"}, 1},
 		{"exception", modulePath("spindle_boom"), map[string]any{}, 1},
+		{"exit", modulePath("spindle_exit"), map[string]any{"path": filepath.Join(dir, "exit")}, 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			payload := ansiballz.Payload(t, tc.module, tc.args, py)
@@ -103,6 +104,17 @@ func TestPythonRunnerSameAsFresh(t *testing.T) {
 			warm := runModule(t, py, payload, true)
 			if runs() != before+1 {
 				t.Fatalf("the run did not go through the runner (forks %d, then %d)", before, runs())
+			}
+			if tc.name == "exit" {
+				// What the run left for its exit was done. A file
+				// left open is flushed too, which a fresh
+				// interpreter does only when its teardown reaches it
+				// (not for a global of a module run by AnsiballZ).
+				for ext, want := range map[string]string{".buffered": "flushed at exit\n", ".thread": "joined at exit\n", ".atexit": "atexit ran\n"} {
+					if b, err := os.ReadFile(filepath.Join(dir, "exit"+ext)); err != nil || string(b) != want {
+						t.Errorf("%s: %q, %v; want %q", ext, b, err, want)
+					}
+				}
 			}
 			fresh := runModule(t, py, payload, false)
 			if warm.rc != tc.rc || fresh.rc != tc.rc {
@@ -116,6 +128,9 @@ func TestPythonRunnerSameAsFresh(t *testing.T) {
 			}
 			if tc.name == "exception" && !strings.Contains(warm.stderr, "RuntimeError: boom") {
 				t.Errorf("no traceback in stderr: %q", warm.stderr)
+			}
+			if tc.name == "exit" && (!strings.Contains(warm.stdout, "atexit output") || warm.stderr != "exit message\n") {
+				t.Errorf("exit: stdout %q, stderr %q", warm.stdout, warm.stderr)
 			}
 		})
 	}
