@@ -76,7 +76,9 @@ func TestCollectSpillsLargeOutput(t *testing.T) {
 // Cmd.Timeout still runs after the spill.
 func TestCollectTimeoutAfterSpill(t *testing.T) {
 	var out bytes.Buffer
-	res, err := Collect(context.Background(), newLocalCaller(), Cmd{Shell: "head -c 3000000 /dev/zero; exec sleep 600", Timeout: 300 * time.Millisecond}, &out, nil)
+	// The output takes milliseconds; the timeout leaves it seconds, even
+	// on a loaded machine.
+	res, err := Collect(context.Background(), newLocalCaller(), Cmd{Shell: "head -c 3000000 /dev/zero; exec sleep 600", Timeout: 3 * time.Second}, &out, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
