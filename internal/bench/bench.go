@@ -469,12 +469,16 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
   ansible  (only when named) ansible_hostname_100 and ansible_mixed: the
         playbooks of --ansible-dir through ansible-playbook with vanilla
         (ssh, pipelining, ControlPersist), spindle (the plugin that
-        'spindle ansible install' installs) and floor (a plugin that runs
+        'spindle ansible install' installs), mitogen (Mitogen's
+        mitogen_linear strategy with -c ssh, unpacked from --mitogen; left
+        out with a note when not found) and floor (a plugin that runs
         nothing: Ansible's own cost), each run cold, in rounds that take
         the systems in turn; per system the median wall time, the
         controller's CPU (ansible-playbook's tree plus the master or
         daemon it left), bytes and request/response turns at a proxy in
-        front of sshd, the excess over the floor, and ratios to vanilla.
+        front of sshd, the excess over the floor, the peak RSS of what
+        the run starts on the target (when it is the bench's own sshd),
+        and ratios to vanilla and spindle/mitogen.
         ansible_exec_true: exec_command('true') through the spindle, ssh
         and floor plugins as Ansible's workers call it (a new connection
         object per call, warm daemon or master), vs Spindle's library
@@ -604,6 +608,7 @@ the spindle command given by --spindle.`,
 	f.StringVar(&o.cpuprofile, "cpuprofile", "", "write the controller's CPU profile to this file")
 	f.StringVar(&o.ansible.dir, "ansible-dir", "", "ansible group: the playbooks' directory (default $"+ansibleDirEnv+", else ../shared/bench/ansible beside the repository)")
 	f.StringVar(&o.ansible.python, "ansible-python", "/usr/bin/python3", "ansible group: the target's Python (ansible_python_interpreter)")
+	f.StringVar(&o.ansible.mitogen, "mitogen", "", "ansible group: Mitogen's source archive for the mitogen column (default $"+mitogenEnv+", else shared/baselines/"+mitogenArchive+" in the nearest directory above the repository)")
 	return c
 }
 

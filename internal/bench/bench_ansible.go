@@ -31,19 +31,21 @@ import (
 //   - spindle: `-c spindle`, the plugin that `spindle ansible install`
 //     puts in a directory of the bench's;
 //   - floor: `-c benchfloor` (ansible/benchfloor.py), a plugin that runs
-//     nothing and answers at once: Ansible's own cost per task.
+//     nothing and answers at once: Ansible's own cost per task;
+//   - mitogen: Mitogen's strategy plugin (ANSIBLE_STRATEGY=mitogen_linear)
+//     with -c ssh, which it replaces, from its source archive
+//     (--mitogen) unpacked into the bench's directory.
 //
-// Every run starts cold (no ControlPersist master, no spindle daemon)
-// and goes through a proxy in front of the target's sshd, which adds 0
-// or 10 ms of round trip and counts the bytes and request/response turns
-// that cross it. The controller's CPU is ansible-playbook's and its
-// waited-for descendants' (its rusage) plus that of the run's helper
-// processes, which outlive it (the master, the daemon), read from /proc
-// before they are stopped.
-//
-// A further system (Mitogen: its strategy plugins and
-// ANSIBLE_STRATEGY=mitogen_linear with -c ssh) is one more entry of
-// ansibleSystems; rows, figures and ratios against vanilla follow.
+// Every run starts cold (no ControlPersist master, no spindle daemon, no
+// Mitogen multiplexer) and goes through a proxy in front of the target's
+// sshd, which adds 0 or 10 ms of round trip and counts the bytes and
+// request/response turns that cross it. The controller's CPU is
+// ansible-playbook's and its waited-for descendants' (its rusage; Mitogen
+// waits for its multiplexers) plus that of the run's helper processes,
+// which outlive it (the master, the daemon), read from /proc before they
+// are stopped. When the target is the bench's own sshd on this machine,
+// the processes each run starts there are sampled too: the peak of their
+// summed RSS.
 
 //go:embed ansible/benchfloor.py
 var floorPlugin []byte
@@ -65,8 +67,9 @@ var ansiblePlaybooks = []ansiblePlaybook{{"hostname_100.yml", 100}, {"mixed.yml"
 
 // ansibleFlags are the group's own flags.
 type ansibleFlags struct {
-	dir    string // --ansible-dir
-	python string // --ansible-python: the target's interpreter
+	dir     string // --ansible-dir
+	python  string // --ansible-python: the target's interpreter
+	mitogen string // --mitogen: Mitogen's source archive
 }
 
 func ansibleCases() []benchCase {
@@ -166,6 +169,19 @@ func ansibleDir(f ansibleFlags) (string, error) {
 		}
 		return "", fmt.Errorf("the ansible benchmarks run %s from %s: not there", playbookNames(), explicit)
 	}
+	for _, r := range repoRoots() {
+		if d, ok := check(filepath.Join(r, "..", "shared", "bench", "ansible")); ok {
+			return d, nil
+		}
+	}
+	return "", fmt.Errorf("the ansible benchmarks run %s: not found in %s (give --ansible-dir DIR or set %s)",
+		playbookNames(), strings.Join(tried, ", "), ansibleDirEnv)
+}
+
+// repoRoots are where the repository may be: the directory above this
+// executable's (bin/spindle-bench), and the one holding go.mod above the
+// working directory.
+func repoRoots() []string {
 	var repos []string
 	if exe, err := os.Executable(); err == nil {
 		repos = append(repos, filepath.Dir(filepath.Dir(exe)))
@@ -181,13 +197,7 @@ func ansibleDir(f ansibleFlags) (string, error) {
 			}
 		}
 	}
-	for _, r := range repos {
-		if d, ok := check(filepath.Join(r, "..", "shared", "bench", "ansible")); ok {
-			return d, nil
-		}
-	}
-	return "", fmt.Errorf("the ansible benchmarks run %s: not found in %s (give --ansible-dir DIR or set %s)",
-		playbookNames(), strings.Join(tried, ", "), ansibleDirEnv)
+	return repos
 }
 
 func playbookNames() string {
@@ -256,7 +266,7 @@ func newAnsibleBench(e *benchEnv) (_ *ansibleBench, err error) {
 	if out, err := mk.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("mixed.yml's source files: %s: %v: %s", mk, err, bytes.TrimSpace(out))
 	}
-	a.systems = ansibleSystems(a)
+	a.systems = ansibleSystems(a, e.ansibleFlags)
 	return a, nil
 }
 
@@ -271,9 +281,8 @@ nocolor = True
 pipelining = True
 `
 
-// ansibleSystems are the columns. Mitogen would be one more: -c ssh with
-// its strategy plugin in the environment.
-func ansibleSystems(a *ansibleBench) []*ansibleSystem {
+// ansibleSystems are the columns.
+func ansibleSystems(a *ansibleBench, f ansibleFlags) []*ansibleSystem {
 	spindle := &ansibleSystem{name: "spindle", conn: "spindle", env: func(runDir string) []string {
 		// The daemon's socket is under XDG_RUNTIME_DIR: a run of its own
 		// starts one, cold.
@@ -285,6 +294,7 @@ func ansibleSystems(a *ansibleBench) []*ansibleSystem {
 			return []string{"ANSIBLE_SSH_CONTROL_PATH_DIR=" + runDir}
 		}},
 		spindle,
+		mitogenSystem(f, a.dir),
 		{name: "floor", conn: "benchfloor", env: func(string) []string { return nil }},
 	}
 }
@@ -418,6 +428,9 @@ type ansibleRun struct {
 	sent      int64         // to the target, through the proxy
 	received  int64
 	turns     int64
+	// targetRSS is the peak summed RSS of the processes the run started
+	// on the target, bytes; -1 when the target is not on this machine.
+	targetRSS int64
 }
 
 // newRunDir is a fresh directory of the bench's for one run.
@@ -474,10 +487,18 @@ func (a *ansibleBench) runPlaybook(ctx stdctx.Context, s *ansibleSystem, pb ansi
 	cmd.Stdout, cmd.Stderr = &out, &out
 	up0, down0 := proxy.Forwarded()
 	turns0 := proxy.Turns()
+	var watch *rssWatch
+	if a.ssh.sshd != nil {
+		if watch, err = watchTargetRSS(a.ssh.sshd.user.UID); err != nil {
+			return ansibleRun{}, err
+		}
+	}
 	t0 := time.Now()
 	runErr := cmd.Run()
-	var r ansibleRun
-	r.wall = time.Since(t0)
+	r := ansibleRun{wall: time.Since(t0), targetRSS: -1}
+	if watch != nil {
+		r.targetRSS = watch.Stop()
+	}
 	up1, down1 := proxy.Forwarded()
 	r.sent, r.received, r.turns = up1-up0, down1-down0, proxy.Turns()-turns0
 	if ps := cmd.ProcessState; ps != nil {
@@ -569,7 +590,8 @@ type ansibleRow struct {
 	// Errors say why a system has no figures, or why some of its rounds
 	// are missing.
 	Errors map[string]string `json:"errors,omitempty"`
-	// Ratios are each system's figures ÷ vanilla's, by "SYSTEM/vanilla".
+	// Ratios are each system's figures ÷ vanilla's, by "SYSTEM/vanilla",
+	// and spindle's ÷ mitogen's, "spindle/mitogen".
 	Ratios map[string]ansibleRatios `json:"ratios,omitempty"`
 	// RoundTrips says how turns_per_task is counted.
 	RoundTrips string `json:"round_trips"`
@@ -601,16 +623,22 @@ type ansibleFigures struct {
 	// RTTsPerTask, on a 10 ms row: (wall − the 0 ms row's wall) ÷ 10 ms ÷
 	// tasks, the round trips each task waits for, as the clock sees them.
 	RTTsPerTask float64 `json:"rtts_per_task,omitempty"`
-	runs        []ansibleRun
+	// TargetRSSKiB is, when the target is on this machine, the peak RSS
+	// of the processes a run starts there, summed (sampled every 100 ms;
+	// sshd's own left out): Mitogen's interpreters, Spindle's agent and
+	// runner, Ansible's module processes. A become adds its own.
+	TargetRSSKiB int64 `json:"target_rss_kib,omitempty"`
+	runs         []ansibleRun
 }
 
-// ansibleRatios are a system's medians ÷ vanilla's.
+// ansibleRatios are a system's medians ÷ another's.
 type ansibleRatios struct {
-	Wall   float64 `json:"wall"`
-	CPU    float64 `json:"cpu"`
-	Sent   float64 `json:"sent"`
-	Turns  float64 `json:"turns"`
-	Excess float64 `json:"excess"`
+	Wall      float64 `json:"wall"`
+	CPU       float64 `json:"cpu"`
+	Sent      float64 `json:"sent"`
+	Turns     float64 `json:"turns"`
+	Excess    float64 `json:"excess"`
+	TargetRSS float64 `json:"target_rss,omitempty"`
 }
 
 // ansibleRoundTrips is the rows' round_trips. At 0 ms, acknowledgements
@@ -706,8 +734,11 @@ func (row *ansibleRow) finish(systems []*ansibleSystem, at0 *ansibleRow) {
 			delete(row.Systems, s.name)
 			continue
 		}
-		var wall, cpu, helper, sent, recv, turns []float64
+		var wall, cpu, helper, sent, recv, turns, targetRSS []float64
 		for _, r := range f.runs {
+			if r.targetRSS >= 0 {
+				targetRSS = append(targetRSS, float64(r.targetRSS))
+			}
 			wall = append(wall, ms(r.wall))
 			cpu = append(cpu, ms(r.cpu+r.helperCPU))
 			helper = append(helper, ms(r.helperCPU))
@@ -722,6 +753,9 @@ func (row *ansibleRow) finish(systems []*ansibleSystem, at0 *ansibleRow) {
 		f.SentBytes = int64(median(sent))
 		f.RecvBytes = int64(median(recv))
 		f.TurnsPerTask = round3(median(turns) / float64(row.Tasks))
+		if len(targetRSS) > 0 {
+			f.TargetRSSKiB = int64(median(targetRSS)) >> 10
+		}
 	}
 	floor := row.Systems["floor"]
 	for name, f := range row.Systems {
@@ -736,24 +770,32 @@ func (row *ansibleRow) finish(systems []*ansibleSystem, at0 *ansibleRow) {
 			}
 		}
 	}
-	van := row.Systems["vanilla"]
-	if van == nil {
-		return
+	if van := row.Systems["vanilla"]; van != nil {
+		for name, f := range row.Systems {
+			if name != "vanilla" && name != "floor" {
+				row.setRatio(name, "vanilla", f, van)
+			}
+		}
 	}
-	for name, f := range row.Systems {
-		if name == "vanilla" || name == "floor" {
-			continue
-		}
-		if row.Ratios == nil {
-			row.Ratios = map[string]ansibleRatios{}
-		}
-		row.Ratios[name+"/vanilla"] = ansibleRatios{
-			Wall:   ratio(f.WallMS, van.WallMS),
-			CPU:    ratio(f.CPUMS, van.CPUMS),
-			Sent:   ratio(float64(f.SentBytes), float64(van.SentBytes)),
-			Turns:  ratio(f.TurnsPerTask, van.TurnsPerTask),
-			Excess: ratio(f.ExcessMS, van.ExcessMS),
-		}
+	// Spindle against the other design that keeps an interpreter on the
+	// target.
+	if sp, mi := row.Systems["spindle"], row.Systems["mitogen"]; sp != nil && mi != nil {
+		row.setRatio("spindle", "mitogen", sp, mi)
+	}
+}
+
+// setRatio puts f's figures ÷ base's among the ratios, as "NAME/BASE".
+func (row *ansibleRow) setRatio(name, baseName string, f, base *ansibleFigures) {
+	if row.Ratios == nil {
+		row.Ratios = map[string]ansibleRatios{}
+	}
+	row.Ratios[name+"/"+baseName] = ansibleRatios{
+		Wall:      ratio(f.WallMS, base.WallMS),
+		CPU:       ratio(f.CPUMS, base.CPUMS),
+		Sent:      ratio(float64(f.SentBytes), float64(base.SentBytes)),
+		Turns:     ratio(f.TurnsPerTask, base.TurnsPerTask),
+		Excess:    ratio(f.ExcessMS, base.ExcessMS),
+		TargetRSS: ratio(float64(f.TargetRSSKiB), float64(base.TargetRSSKiB)),
 	}
 }
 
@@ -989,8 +1031,13 @@ func (row *ansibleRow) table() []string {
 		f := row.Systems[name]
 		line := fmt.Sprintf("%s\t%s\twall %s\tcpu %s\tsent %d KiB\tturns/task %.2f\texcess %s\t",
 			row.Name, name, fmtMS(f.WallMS), fmtMS(f.CPUMS), f.SentBytes>>10, f.TurnsPerTask, fmtMS(f.ExcessMS))
-		if r, ok := row.Ratios[name+"/vanilla"]; ok {
-			line += fmt.Sprintf("wall %.2fx vanilla\t", r.Wall)
+		if f.TargetRSSKiB > 0 {
+			line += fmt.Sprintf("target rss %d KiB\t", f.TargetRSSKiB)
+		}
+		for _, base := range []string{"vanilla", "mitogen"} {
+			if r, ok := row.Ratios[name+"/"+base]; ok {
+				line += fmt.Sprintf("wall %.2fx %s\t", r.Wall, base)
+			}
 		}
 		out = append(out, line)
 	}

@@ -149,3 +149,136 @@ func alive(pid int) bool {
 	i := bytes.LastIndexByte(b, ')')
 	return i >= 0 && i+2 < len(b) && b[i+2] != 'Z'
 }
+
+// Processes on the target: when the bench's target is its own sshd on
+// this machine, what a run leaves there (Mitogen's interpreters, Spindle's
+// agent and runner, Ansible's module processes) can be read from /proc
+// while the run lasts.
+
+// procEntry is what targetProcs needs of one process.
+type procEntry struct {
+	ppid int
+	uid  int
+	comm string
+}
+
+// readProcs lists every process with its parent, owner and command name.
+func readProcs() (map[int]procEntry, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	out := map[int]procEntry{}
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		dir := filepath.Join("/proc", e.Name())
+		b, err := os.ReadFile(filepath.Join(dir, "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		st, err := parseProcStat(b)
+		if err != nil {
+			return nil, fmt.Errorf("pid %d: %w", pid, err)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			continue
+		}
+		sys, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			continue
+		}
+		comm := ""
+		if i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')'); i >= 0 && j > i {
+			comm = string(b[i+1 : j])
+		}
+		out[pid] = procEntry{ppid: st.ppid, uid: int(sys.Uid), comm: comm}
+	}
+	return out, nil
+}
+
+// targetProcs are the processes of uid and all their descendants (a
+// become's root interpreter under sudo among them), except sshd's own
+// session processes, which every system has alike, and the pids in old.
+func targetProcs(procs map[int]procEntry, uid int, old map[int]bool) map[int]bool {
+	in := map[int]bool{}
+	for pid, p := range procs {
+		if p.uid == uid {
+			in[pid] = true
+		}
+	}
+	for grew := true; grew; {
+		grew = false
+		for pid, p := range procs {
+			if !in[pid] && in[p.ppid] {
+				in[pid] = true
+				grew = true
+			}
+		}
+	}
+	for pid := range in {
+		if old[pid] || procs[pid].comm == "sshd" {
+			delete(in, pid)
+		}
+	}
+	return in
+}
+
+// targetRSSEvery is how often a run's target processes are sampled: often
+// enough to see what lives for the run (an interpreter, an agent), rarely
+// enough to cost the machine, which the run shares, next to nothing.
+const targetRSSEvery = 100 * time.Millisecond
+
+// rssWatch samples, until stopped, the summed RSS of the target
+// processes that were not there when it started, and keeps the peak.
+type rssWatch struct {
+	stop chan struct{}
+	done chan struct{}
+	peak int64
+}
+
+// watchTargetRSS starts sampling the processes of uid (targetProcs).
+func watchTargetRSS(uid int) (*rssWatch, error) {
+	procs, err := readProcs()
+	if err != nil {
+		return nil, err
+	}
+	old := targetProcs(procs, uid, nil)
+	w := &rssWatch{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		t := time.NewTicker(targetRSSEvery)
+		defer t.Stop()
+		for {
+			w.sample(uid, old)
+			select {
+			case <-w.stop:
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	return w, nil
+}
+
+func (w *rssWatch) sample(uid int, old map[int]bool) {
+	procs, err := readProcs()
+	if err != nil {
+		return
+	}
+	var sum int64
+	for pid := range targetProcs(procs, uid, old) {
+		sum += rss(pid)
+	}
+	w.peak = max(w.peak, sum)
+}
+
+// Stop ends the sampling and returns the peak, bytes.
+func (w *rssWatch) Stop() int64 {
+	close(w.stop)
+	<-w.done
+	return w.peak
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -179,15 +180,20 @@ func TestParseHotpath(t *testing.T) {
 func TestAnsibleRowFinish(t *testing.T) {
 	run := func(wallMS, cpuMS int, sent, turns int64) ansibleRun {
 		return ansibleRun{wall: time.Duration(wallMS) * time.Millisecond, cpu: time.Duration(cpuMS) * time.Millisecond,
-			helperCPU: 100 * time.Millisecond, sent: sent, turns: turns}
+			helperCPU: 100 * time.Millisecond, sent: sent, turns: turns, targetRSS: -1}
 	}
-	systems := []*ansibleSystem{{name: "vanilla"}, {name: "spindle"}, {name: "floor"}, {name: "other", err: os.ErrNotExist}}
+	withRSS := func(r ansibleRun, kib int64) ansibleRun {
+		r.targetRSS = kib << 10
+		return r
+	}
+	systems := []*ansibleSystem{{name: "vanilla"}, {name: "spindle"}, {name: "mitogen"}, {name: "floor"}, {name: "other", err: os.ErrNotExist}}
 	at0 := &ansibleRow{Tasks: 10, Systems: map[string]*ansibleFigures{
-		"vanilla": {WallMS: 2000}, "spindle": {WallMS: 1000}, "floor": {WallMS: 500},
+		"vanilla": {WallMS: 2000}, "spindle": {WallMS: 1000}, "mitogen": {WallMS: 800}, "floor": {WallMS: 500},
 	}}
 	row := &ansibleRow{Tasks: 10, LatencyMS: 10, Systems: map[string]*ansibleFigures{
 		"vanilla": {runs: []ansibleRun{run(4000, 900, 1000, 30), run(5000, 1000, 1000, 30), run(9000, 1100, 3000, 40)}},
-		"spindle": {runs: []ansibleRun{run(1500, 500, 100, 10), run(1600, 400, 100, 10), run(1400, 600, 100, 10)}},
+		"spindle": {runs: []ansibleRun{withRSS(run(1500, 500, 100, 10), 40000), withRSS(run(1600, 400, 100, 10), 50000), withRSS(run(1400, 600, 100, 10), 60000)}},
+		"mitogen": {runs: []ansibleRun{withRSS(run(1000, 800, 200, 20), 100000), withRSS(run(1200, 1000, 200, 20), 100000), withRSS(run(1100, 900, 200, 20), 90000)}},
 		"floor":   {runs: []ansibleRun{run(600, 300, 0, 0), run(600, 300, 0, 0), run(600, 300, 0, 0)}},
 		"other":   {},
 	}}
@@ -210,6 +216,35 @@ func TestAnsibleRowFinish(t *testing.T) {
 	if _, ok := row.Ratios["floor/vanilla"]; ok {
 		t.Error("the floor has a ratio to vanilla")
 	}
+	// The mitogen column: medians, excess, round trips, its ratio to
+	// vanilla, and spindle's to it, the target's RSS among them.
+	m := row.Systems["mitogen"]
+	if m.WallMS != 1100 || m.CPUMS != 1000 || m.ExcessMS != 500 || m.RTTsPerTask != 3 || m.TurnsPerTask != 2 || m.TargetRSSKiB != 100000 {
+		t.Errorf("mitogen figures: %+v", m)
+	}
+	if s.TargetRSSKiB != 50000 || v.TargetRSSKiB != 0 {
+		t.Errorf("target RSS: spindle %d KiB, want 50000; vanilla %d, want none measured", s.TargetRSSKiB, v.TargetRSSKiB)
+	}
+	if r := row.Ratios["mitogen/vanilla"]; r.Wall != 0.22 || r.Turns != round3(2.0/3) {
+		t.Errorf("mitogen/vanilla %+v", r)
+	}
+	sm, ok := row.Ratios["spindle/mitogen"]
+	if want := (ansibleRatios{Wall: round3(1500.0 / 1100), CPU: 0.6, Sent: 0.5, Turns: 0.5, Excess: 1.8, TargetRSS: 0.5}); !ok || sm != want {
+		t.Errorf("spindle/mitogen %+v, want %+v", sm, want)
+	}
+	if _, ok := row.Ratios["mitogen/spindle"]; ok {
+		t.Error("mitogen has a ratio to spindle: the rows give spindle's to it")
+	}
+	for _, name := range []string{"spindle", "mitogen"} {
+		if !slices.ContainsFunc(row.table(), func(l string) bool {
+			return strings.Contains(l, "\t"+name+"\t") && strings.Contains(l, "target rss")
+		}) {
+			t.Errorf("no table line for %s with its target RSS: %q", name, row.table())
+		}
+	}
+	if !slices.ContainsFunc(row.table(), func(l string) bool { return strings.Contains(l, "x mitogen") }) {
+		t.Errorf("the table has no ratio to mitogen: %q", row.table())
+	}
 	if _, ok := row.Systems["other"]; ok || row.Errors["other"] == "" {
 		t.Errorf("a system that could not run: systems %v, errors %v", row.Systems, row.Errors)
 	}
@@ -217,7 +252,8 @@ func TestAnsibleRowFinish(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []string{`"wall_ms":5000`, `"spindle/vanilla":{"wall":0.3`, `"rtts_per_task":5`, `"errors":{"other"`} {
+	for _, k := range []string{`"wall_ms":5000`, `"spindle/vanilla":{"wall":0.3`, `"rtts_per_task":5`, `"errors":{"other"`,
+		`"spindle/mitogen":{"wall":1.364`, `"target_rss_kib":100000`} {
 		if !bytes.Contains(b, []byte(k)) {
 			t.Errorf("JSON has no %s: %s", k, b)
 		}
@@ -355,10 +391,22 @@ func TestE2EBenchAnsible(t *testing.T) {
 		t.Fatalf("no ansible_mixed row:\n%s", out)
 	}
 	systems, _ := mixed["systems"].(map[string]any)
-	if errs, ok := mixed["errors"]; ok {
-		t.Errorf("ansible_mixed: errors %v", errs)
+	rowErrs, _ := mixed["errors"].(map[string]any)
+	// The mitogen column needs Mitogen's archive beside the repository;
+	// without it the column is left out, with its reason.
+	want := []string{"vanilla", "spindle", "floor"}
+	if _, err := mitogenPath(ansibleFlags{}); err == nil {
+		want = append(want, "mitogen")
+	} else if e, _ := rowErrs["mitogen"].(string); !strings.Contains(e, mitogenArchive) {
+		t.Errorf("no Mitogen archive (%v), and the row's error for it is %q", err, e)
+	} else {
+		delete(rowErrs, "mitogen")
+		t.Logf("the mitogen column is not measured: %v", err)
 	}
-	for _, s := range []string{"vanilla", "spindle", "floor"} {
+	if len(rowErrs) > 0 {
+		t.Errorf("ansible_mixed: errors %v", rowErrs)
+	}
+	for _, s := range want {
 		f, ok := systems[s].(map[string]any)
 		if !ok {
 			t.Errorf("ansible_mixed has no %s figures: %v", s, mixed)
@@ -396,6 +444,19 @@ func TestE2EBenchAnsible(t *testing.T) {
 		}
 		if h, _ := s["helper_cpu_ms"].(float64); h <= 0 {
 			t.Errorf("spindle: helper_cpu_ms %v, want the daemon's CPU", s["helper_cpu_ms"])
+		}
+	}
+	// Mitogen, like Spindle, sends each module once and keeps an
+	// interpreter on the target, whose memory the row gives.
+	if m, _ := systems["mitogen"].(map[string]any); m != nil {
+		if b, _ := m["sent_bytes"].(float64); b <= 0 || b >= systems["vanilla"].(map[string]any)["sent_bytes"].(float64) {
+			t.Errorf("mitogen sent %v bytes, want fewer than vanilla's %v", m["sent_bytes"], systems["vanilla"])
+		}
+		if r, _ := m["target_rss_kib"].(float64); r <= 0 {
+			t.Errorf("mitogen: target_rss_kib %v, want its interpreter's", m["target_rss_kib"])
+		}
+		if _, ok := mixed["ratios"].(map[string]any)["spindle/mitogen"]; !ok {
+			t.Errorf("ansible_mixed has no spindle/mitogen ratios: %v", mixed["ratios"])
 		}
 	}
 	hot, ok := rows["ansible_exec_true"]
