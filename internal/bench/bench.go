@@ -476,9 +476,9 @@ output is one JSON object: name, spindle_ns, baseline, baseline_ns, ratio
         the systems in turn; per system the median wall time, the
         controller's CPU (ansible-playbook's tree plus the master or
         daemon it left), bytes and request/response turns at a proxy in
-        front of sshd, the excess over the floor, the peak RSS of what
-        the run starts on the target (when it is the bench's own sshd),
-        and ratios to vanilla and spindle/mitogen.
+        front of sshd, the excess over the floor, the peak RSS and PSS of
+        what the run starts on the target (when it is the bench's own
+        sshd), and ratios to vanilla and spindle/mitogen.
         ansible_exec_true: exec_command('true') through the spindle, ssh
         and floor plugins as Ansible's workers call it (a new connection
         object per call, warm daemon or master), vs Spindle's library

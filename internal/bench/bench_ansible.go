@@ -428,9 +428,10 @@ type ansibleRun struct {
 	sent      int64         // to the target, through the proxy
 	received  int64
 	turns     int64
-	// targetRSS is the peak summed RSS of the processes the run started
-	// on the target, bytes; -1 when the target is not on this machine.
-	targetRSS int64
+	// target is the peak summed RSS and PSS of the processes the run
+	// started on the target; -1 each when the target is not on this
+	// machine.
+	target targetMem
 }
 
 // newRunDir is a fresh directory of the bench's for one run.
@@ -495,9 +496,9 @@ func (a *ansibleBench) runPlaybook(ctx stdctx.Context, s *ansibleSystem, pb ansi
 	}
 	t0 := time.Now()
 	runErr := cmd.Run()
-	r := ansibleRun{wall: time.Since(t0), targetRSS: -1}
+	r := ansibleRun{wall: time.Since(t0), target: targetMem{-1, -1}}
 	if watch != nil {
-		r.targetRSS = watch.Stop()
+		r.target = watch.Stop()
 	}
 	up1, down1 := proxy.Forwarded()
 	r.sent, r.received, r.turns = up1-up0, down1-down0, proxy.Turns()-turns0
@@ -627,7 +628,10 @@ type ansibleFigures struct {
 	// of the processes a run starts there, summed (sampled every 100 ms;
 	// sshd's own left out): Mitogen's interpreters, Spindle's agent and
 	// runner, Ansible's module processes. A become adds its own.
+	// TargetPSSKiB is the same in PSS: pages that forked processes share
+	// counted once.
 	TargetRSSKiB int64 `json:"target_rss_kib,omitempty"`
+	TargetPSSKiB int64 `json:"target_pss_kib,omitempty"`
 	runs         []ansibleRun
 }
 
@@ -639,6 +643,7 @@ type ansibleRatios struct {
 	Turns     float64 `json:"turns"`
 	Excess    float64 `json:"excess"`
 	TargetRSS float64 `json:"target_rss,omitempty"`
+	TargetPSS float64 `json:"target_pss,omitempty"`
 }
 
 // ansibleRoundTrips is the rows' round_trips. At 0 ms, acknowledgements
@@ -734,10 +739,11 @@ func (row *ansibleRow) finish(systems []*ansibleSystem, at0 *ansibleRow) {
 			delete(row.Systems, s.name)
 			continue
 		}
-		var wall, cpu, helper, sent, recv, turns, targetRSS []float64
+		var wall, cpu, helper, sent, recv, turns, targetRSS, targetPSS []float64
 		for _, r := range f.runs {
-			if r.targetRSS >= 0 {
-				targetRSS = append(targetRSS, float64(r.targetRSS))
+			if r.target.rss >= 0 {
+				targetRSS = append(targetRSS, float64(r.target.rss))
+				targetPSS = append(targetPSS, float64(r.target.pss))
 			}
 			wall = append(wall, ms(r.wall))
 			cpu = append(cpu, ms(r.cpu+r.helperCPU))
@@ -755,6 +761,7 @@ func (row *ansibleRow) finish(systems []*ansibleSystem, at0 *ansibleRow) {
 		f.TurnsPerTask = round3(median(turns) / float64(row.Tasks))
 		if len(targetRSS) > 0 {
 			f.TargetRSSKiB = int64(median(targetRSS)) >> 10
+			f.TargetPSSKiB = int64(median(targetPSS)) >> 10
 		}
 	}
 	floor := row.Systems["floor"]
@@ -796,6 +803,7 @@ func (row *ansibleRow) setRatio(name, baseName string, f, base *ansibleFigures) 
 		Turns:     ratio(f.TurnsPerTask, base.TurnsPerTask),
 		Excess:    ratio(f.ExcessMS, base.ExcessMS),
 		TargetRSS: ratio(float64(f.TargetRSSKiB), float64(base.TargetRSSKiB)),
+		TargetPSS: ratio(float64(f.TargetPSSKiB), float64(base.TargetPSSKiB)),
 	}
 }
 
@@ -1032,7 +1040,7 @@ func (row *ansibleRow) table() []string {
 		line := fmt.Sprintf("%s\t%s\twall %s\tcpu %s\tsent %d KiB\tturns/task %.2f\texcess %s\t",
 			row.Name, name, fmtMS(f.WallMS), fmtMS(f.CPUMS), f.SentBytes>>10, f.TurnsPerTask, fmtMS(f.ExcessMS))
 		if f.TargetRSSKiB > 0 {
-			line += fmt.Sprintf("target rss %d KiB\t", f.TargetRSSKiB)
+			line += fmt.Sprintf("target rss %d KiB pss %d KiB\t", f.TargetRSSKiB, f.TargetPSSKiB)
 		}
 		for _, base := range []string{"vanilla", "mitogen"} {
 			if r, ok := row.Ratios[name+"/"+base]; ok {

@@ -120,14 +120,14 @@ func TestTargetRSSSample(t *testing.T) {
 	}
 	w := &rssWatch{}
 	w.sample(uid, old)
-	if w.peak < rss(cmd.Process.Pid) || w.peak <= 0 {
-		t.Errorf("peak %d, want at least sleep's RSS %d", w.peak, rss(cmd.Process.Pid))
+	if w.peak.rss < rss(cmd.Process.Pid) || w.peak.rss <= 0 || w.peak.pss <= 0 || w.peak.pss > w.peak.rss {
+		t.Errorf("peak %+v, want at least sleep's RSS %d, and a PSS no larger", w.peak, rss(cmd.Process.Pid))
 	}
 	live, err := watchTargetRSS(uid)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if peak := live.Stop(); peak < 0 {
-		t.Errorf("Stop = %d", peak)
+	if peak := live.Stop(); peak.rss < 0 || peak.pss < 0 {
+		t.Errorf("Stop = %+v", peak)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -232,13 +233,19 @@ func targetProcs(procs map[int]procEntry, uid int, old map[int]bool) map[int]boo
 // enough to cost the machine, which the run shares, next to nothing.
 const targetRSSEvery = 100 * time.Millisecond
 
-// rssWatch samples, until stopped, the summed RSS of the target
-// processes that were not there when it started, and keeps the peak.
+// rssWatch samples, until stopped, the summed RSS and PSS of the target
+// processes that were not there when it started, and keeps the peaks.
+// RSS counts the pages a forked child shares with its parent in both;
+// PSS splits them, so that a design that forks (Mitogen's per-task
+// children, Spindle's runner) is not charged twice for one page.
 type rssWatch struct {
 	stop chan struct{}
 	done chan struct{}
-	peak int64
+	peak targetMem
 }
+
+// targetMem is a sample's or a run's memory on the target, bytes.
+type targetMem struct{ rss, pss int64 }
 
 // watchTargetRSS starts sampling the processes of uid (targetProcs).
 func watchTargetRSS(uid int) (*rssWatch, error) {
@@ -269,15 +276,32 @@ func (w *rssWatch) sample(uid int, old map[int]bool) {
 	if err != nil {
 		return
 	}
-	var sum int64
+	var sum targetMem
 	for pid := range targetProcs(procs, uid, old) {
-		sum += rss(pid)
+		sum.rss += rss(pid)
+		sum.pss += pss(pid)
 	}
-	w.peak = max(w.peak, sum)
+	w.peak.rss = max(w.peak.rss, sum.rss)
+	w.peak.pss = max(w.peak.pss, sum.pss)
 }
 
-// Stop ends the sampling and returns the peak, bytes.
-func (w *rssWatch) Stop() int64 {
+// pss is a process's proportional set size in bytes (0 if unknown).
+func pss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/smaps_rollup")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Pss:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+// Stop ends the sampling and returns the peaks.
+func (w *rssWatch) Stop() targetMem {
 	close(w.stop)
 	<-w.done
 	return w.peak

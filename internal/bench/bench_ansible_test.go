@@ -180,10 +180,10 @@ func TestParseHotpath(t *testing.T) {
 func TestAnsibleRowFinish(t *testing.T) {
 	run := func(wallMS, cpuMS int, sent, turns int64) ansibleRun {
 		return ansibleRun{wall: time.Duration(wallMS) * time.Millisecond, cpu: time.Duration(cpuMS) * time.Millisecond,
-			helperCPU: 100 * time.Millisecond, sent: sent, turns: turns, targetRSS: -1}
+			helperCPU: 100 * time.Millisecond, sent: sent, turns: turns, target: targetMem{-1, -1}}
 	}
 	withRSS := func(r ansibleRun, kib int64) ansibleRun {
-		r.targetRSS = kib << 10
+		r.target = targetMem{rss: kib << 10, pss: kib << 9}
 		return r
 	}
 	systems := []*ansibleSystem{{name: "vanilla"}, {name: "spindle"}, {name: "mitogen"}, {name: "floor"}, {name: "other", err: os.ErrNotExist}}
@@ -219,7 +219,7 @@ func TestAnsibleRowFinish(t *testing.T) {
 	// The mitogen column: medians, excess, round trips, its ratio to
 	// vanilla, and spindle's to it, the target's RSS among them.
 	m := row.Systems["mitogen"]
-	if m.WallMS != 1100 || m.CPUMS != 1000 || m.ExcessMS != 500 || m.RTTsPerTask != 3 || m.TurnsPerTask != 2 || m.TargetRSSKiB != 100000 {
+	if m.WallMS != 1100 || m.CPUMS != 1000 || m.ExcessMS != 500 || m.RTTsPerTask != 3 || m.TurnsPerTask != 2 || m.TargetRSSKiB != 100000 || m.TargetPSSKiB != 50000 {
 		t.Errorf("mitogen figures: %+v", m)
 	}
 	if s.TargetRSSKiB != 50000 || v.TargetRSSKiB != 0 {
@@ -229,7 +229,7 @@ func TestAnsibleRowFinish(t *testing.T) {
 		t.Errorf("mitogen/vanilla %+v", r)
 	}
 	sm, ok := row.Ratios["spindle/mitogen"]
-	if want := (ansibleRatios{Wall: round3(1500.0 / 1100), CPU: 0.6, Sent: 0.5, Turns: 0.5, Excess: 1.8, TargetRSS: 0.5}); !ok || sm != want {
+	if want := (ansibleRatios{Wall: round3(1500.0 / 1100), CPU: 0.6, Sent: 0.5, Turns: 0.5, Excess: 1.8, TargetRSS: 0.5, TargetPSS: 0.5}); !ok || sm != want {
 		t.Errorf("spindle/mitogen %+v, want %+v", sm, want)
 	}
 	if _, ok := row.Ratios["mitogen/spindle"]; ok {
