@@ -394,6 +394,102 @@ func TestAnsiballzWrapperSentOnce(t *testing.T) {
 	t.Logf("%d runs of a %d-byte zip in a %d-byte wrapper: %d bytes sent", runs, len(zip), wrapper, sent)
 }
 
+// A module run 20 times through ssh → ssh → sudo (a bastion, the host
+// its agent dials, sudo on the host), each run with other arguments as
+// the tasks of a play: its zip crosses the first link once. The bytes
+// are counted between the controller and the bastion's sshd; the zip
+// is over 100 KiB, so two crossings would pass 2×zip, and one per run
+// (a store that missed, or a hop that did not forward a name but the
+// bytes) 20×zip.
+func TestAnsiballzZipCrossesChainOnce(t *testing.T) {
+	sshtest.Require(t)
+	abz.Need(t)
+	pad := make([]byte, 48<<10)
+	rand.Read(pad)
+	padText := base64.StdEncoding.EncodeToString(pad)
+	padSum := sha256.Sum256([]byte(padText))
+	module := filepath.Join(t.TempDir(), "spindle_chain_probe.py")
+	src := `#!/usr/bin/python
+import hashlib
+import os
+from ansible.module_utils.basic import AnsibleModule
+
+PAD = "` + padText + `"
+
+def main():
+    m = AnsibleModule(argument_spec=dict(n=dict(type='int', required=True)))
+    m.exit_json(changed=False, n=m.params['n'], euid=os.geteuid(), pad=hashlib.sha256(PAD.encode()).hexdigest())
+
+if __name__ == '__main__':
+    main()
+`
+	if err := os.WriteFile(module, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// n = 1000000 + i: the same length each run, so that only the
+	// wrapper's differing digits need to cross.
+	const first = 1000000
+	payload := abz.Payload(t, module, map[string]any{"n": first}, abz.Python)
+	_, zip, _ := abz.Split(t, payload)
+	if len(zip) < 100<<10 {
+		t.Fatalf("the zip is %d bytes: too small to tell one crossing from two", len(zip))
+	}
+	arg := []byte(fmt.Sprintf(`"n": %d`, first))
+	if n := bytes.Count(payload, arg); n != 1 {
+		t.Fatalf("%q appears %d times in the payload, want once", arg, n)
+	}
+
+	sock := startDaemon(t)
+	k := sshtest.ClientKey(t)
+	bastion, bastionUser := sshtest.Start(t), sshtest.CreateUser(t, "/bin/bash")
+	bastion.Authorize(t, bastionUser, k)
+	web, webUser := sshtest.Start(t), sshtest.CreateUser(t, "/bin/bash")
+	web.Authorize(t, webUser, k)
+	sudoers(t, webUser.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+	firstLink := sshtest.StartProxy(t, bastion.Addr(), 0)
+	h := &host{vars: map[string]any{
+		"name": "web1", "address": "127.0.0.1", "port": web.Port, "user": webUser.Name, "private_key_file": k.Path,
+		"ssh_common_args":   "-F none -o IdentitiesOnly=yes",
+		"host_key_checking": false, // the sshds' keys are throwaway
+		"timeout":           20, "password": nil, "target": nil,
+		"via": fmt.Sprintf("ssh:%s@127.0.0.1:%d", bastionUser.Name, firstLink.Port()),
+	}}
+	become := map[string]any{"method": "sudo"}
+	agentPID(t, sock, h, become) // every hop connected, the agents sent
+	for _, s := range []struct {
+		sshd *sshtest.Server
+		user string
+	}{{bastion, bastionUser.Name}, {web, webUser.Name}} {
+		if n := strings.Count(s.sshd.Log(), "Accepted publickey for "+s.user+" "); n != 1 {
+			t.Fatalf("%d logins of %s, want 1", n, s.user)
+		}
+	}
+
+	before, _ := firstLink.Forwarded()
+	const runs = 20
+	for i := range runs {
+		p := bytes.Replace(payload, arg, []byte(fmt.Sprintf(`"n": %d`, first+i)), 1)
+		r := must(t, sock, execReq(h, "/bin/sh -c '"+abz.Python+" && sleep 0'", become), p)
+		var res struct {
+			N    int    `json:"n"`
+			EUID int    `json:"euid"`
+			Pad  string `json:"pad"`
+		}
+		if err := json.Unmarshal(r.Stdout, &res); err != nil || r.RC != 0 {
+			t.Fatalf("run %d: rc %d, %v: %s %s", i, r.RC, err, r.Stdout, r.Stderr)
+		}
+		if res.N != first+i || res.EUID != 0 || res.Pad != hex.EncodeToString(padSum[:]) {
+			t.Fatalf("run %d: n %d, euid %d, pad %s; want n %d, euid 0, pad %x", i, res.N, res.EUID, res.Pad, first+i, padSum)
+		}
+	}
+	up, _ := firstLink.Forwarded()
+	sent := up - before
+	if limit := 2 * int64(len(zip)); sent >= limit {
+		t.Errorf("%d bytes sent over the first link for %d runs of a %d-byte zip: not under twice the zip, so it crossed more than once", sent, runs, len(zip))
+	}
+	t.Logf("%d runs through ssh → ssh → sudo of a %d-byte zip in a %d-byte wrapper: %d bytes over the first link", runs, len(zip), len(payload)-len(zip), sent)
+}
+
 // agentPID is the pid of the agent that runs the commands: a kept
 // connection keeps it.
 func agentPID(t *testing.T, sock string, h *host, become map[string]any) string {
