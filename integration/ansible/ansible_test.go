@@ -16,9 +16,10 @@ import (
 	"testing"
 )
 
-// TestPlaybooks runs testdata/site.yml from every controller with -c ssh
-// and with -c spindle: the per-task results must agree, and each must
-// end as the playbook says.
+// TestPlaybooks runs testdata/site.yml from every controller with -c ssh,
+// then with -c spindle with its warm module runner on (the default) and
+// off, those two at once: the per-task results of each must agree with
+// ssh's, and each run must end as the playbook says.
 func TestPlaybooks(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, true)
@@ -28,21 +29,26 @@ func TestPlaybooks(t *testing.T) {
 			ctl := prepare(t, c.name, c.suite)
 			viaSSH := f.play(t, ctl, "ssh", "site.yml")
 			viaSSH.check(t, ctl)
-			viaSpindle := f.play(t, ctl, "spindle", "site.yml")
-			viaSpindle.check(t, ctl)
-			if viaSSH.code != viaSpindle.code {
-				t.Errorf("%s: ansible-playbook exits %d with -c ssh, %d with -c spindle", ctl.name, viaSSH.code, viaSpindle.code)
-			}
-			diffs := compareResults(viaSSH.results, viaSpindle.results, "ssh", "spindle")
-			for _, d := range diffs {
-				t.Errorf("%s: %s", ctl.name, d)
-			}
-			if len(diffs) == 0 {
-				t.Logf("%s: %d task results agree", ctl.name, len(viaSSH.results))
-			}
-			if t.Failed() {
-				t.Logf("-c ssh output:\n%s", viaSSH.output)
-				t.Logf("-c spindle output:\n%s\ndaemon log:\n%s", viaSpindle.output, viaSpindle.daemonLog())
+			for _, conn := range []string{"spindle", spindleNoRunner} {
+				t.Run(conn, func(t *testing.T) {
+					t.Parallel()
+					viaSpindle := f.play(t, ctl, conn, "site.yml")
+					viaSpindle.check(t, ctl)
+					if viaSSH.code != viaSpindle.code {
+						t.Errorf("%s: ansible-playbook exits %d with -c ssh, %d with %s", ctl.name, viaSSH.code, viaSpindle.code, conn)
+					}
+					diffs := compareResults(viaSSH.results, viaSpindle.results, "ssh", conn)
+					for _, d := range diffs {
+						t.Errorf("%s: %s", ctl.name, d)
+					}
+					if len(diffs) == 0 {
+						t.Logf("%s: %d task results of ssh and %s agree", ctl.name, len(viaSSH.results), conn)
+					}
+					if t.Failed() {
+						t.Logf("-c ssh output:\n%s", viaSSH.output)
+						t.Logf("%s output:\n%s\ndaemon log:\n%s", conn, viaSpindle.output, viaSpindle.daemonLog())
+					}
+				})
 			}
 		})
 	}
@@ -105,8 +111,14 @@ func (p playResult) daemonLog() string {
 	return b.String()
 }
 
-// play runs playbook (in testdata) from ctl with connection conn ("ssh"
-// or "spindle") and reads its results.
+// spindleNoRunner is the spindle connection with its warm module runner
+// off (spindle_module_runner false): every module starts an interpreter
+// of its own, as with ssh.
+const spindleNoRunner = "spindle-norunner"
+
+// play runs playbook (in testdata) from ctl with connection conn ("ssh",
+// "spindle" or spindleNoRunner) and reads its results. The playbook's
+// variable module_runner says whether modules run in the warm runner.
 func (f *fixture) play(t *testing.T, ctl controller, conn, playbook string, extra ...string) playResult {
 	t.Helper()
 	return f.playWith(t, ctl, conn, f.inventory, playbook, extra...)
@@ -116,6 +128,10 @@ func (f *fixture) play(t *testing.T, ctl controller, conn, playbook string, extr
 func (f *fixture) playWith(t *testing.T, ctl controller, conn, inventory, playbook string, extra ...string) playResult {
 	t.Helper()
 	runID := ctl.name + "-" + conn
+	plugin, runner := conn, conn == "spindle"
+	if conn == spindleNoRunner {
+		plugin = "spindle"
+	}
 	dir := filepath.Join(f.dir, "run-"+runID)
 	for _, d := range []string{dir, filepath.Join(dir, "out"), filepath.Join(dir, "tmp")} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -135,9 +151,9 @@ func (f *fixture) playWith(t *testing.T, ctl controller, conn, inventory, playbo
 		"ANSIBLE_SSH_CONTROL_PATH_DIR=" + filepath.Join(dir, "cp"),
 		"ANSIBLE_TIMEOUT=10",
 	}
-	args := []string{"-i", inventory, "-c", conn, "--diff",
-		"-e", "run_id=" + runID, "-e", "local_out=" + filepath.Join(dir, "out")}
-	if conn == "spindle" {
+	args := []string{"-i", inventory, "-c", plugin, "--diff", "-e", "run_id=" + runID,
+		"-e", "local_out=" + filepath.Join(dir, "out"), "-e", fmt.Sprintf("module_runner=%v", runner)}
+	if plugin == "spindle" {
 		plugins := filepath.Join(dir, "plugins")
 		spindle := filepath.Join(binDir, "spindle")
 		if out, err := exec.Command(spindle, "ansible", "install", "--path", plugins).CombinedOutput(); err != nil {
@@ -152,6 +168,9 @@ func (f *fixture) playWith(t *testing.T, ctl controller, conn, inventory, playbo
 			"ANSIBLE_CONNECTION_PLUGINS="+plugins,
 			"SPINDLE_AGENT="+filepath.Join(binDir, "spindle-agent"),
 			"XDG_RUNTIME_DIR="+xdg)
+		if !runner {
+			env = append(env, "ANSIBLE_SPINDLE_MODULE_RUNNER=false")
+		}
 		args = append(args, "-e", "ansible_spindle_path="+spindle)
 	}
 	args = append(append(args, extra...), filepath.Join(f.dir, "pb", playbook))
