@@ -360,23 +360,39 @@ def encode_request(header: dict, body: bytes = b"") -> bytes:
     return struct.pack(">I", len(raw)) + raw + body
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    chunks = []
-    while n > 0:
-        chunk = sock.recv(min(n, 1 << 20))
-        if not chunk:
-            raise DaemonDied("connection closed before the full response")
-        chunks.append(chunk)
-        n -= len(chunk)
-    return b"".join(chunks)
+class Reader:
+    """Reads a response from a socket: the first read takes what has come,
+    so that a small response costs one recv."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.buf = b""
+
+    def exact(self, n: int) -> bytes:
+        if len(self.buf) >= n:
+            out, self.buf = self.buf[:n], self.buf[n:]
+            return out
+        chunks = [self.buf]
+        n -= len(self.buf)
+        self.buf = b""
+        while n > 0:
+            chunk = self.sock.recv(max(min(n, 1 << 20), 1 << 16))
+            if not chunk:
+                raise DaemonDied("connection closed before the full response")
+            if len(chunk) > n:
+                chunk, self.buf = chunk[:n], chunk[n:]
+            chunks.append(chunk)
+            n -= len(chunk)
+        return b"".join(chunks)
 
 
 def read_response(sock: socket.socket) -> tuple[dict, bytes, bytes]:
-    (n,) = struct.unpack(">I", recv_exact(sock, 4))
+    r = Reader(sock)
+    (n,) = struct.unpack(">I", r.exact(4))
     if n < 1 or n > MAX_HEADER:
         raise DaemonDied("response header length %d out of range" % n)
     try:
-        header = json.loads(recv_exact(sock, n).decode("utf-8"))
+        header = json.loads(r.exact(n).decode("utf-8"))
     except ValueError as e:
         raise DaemonDied("response header is not JSON: %s" % e)
     if not isinstance(header, dict):
@@ -392,7 +408,7 @@ def read_response(sock: socket.socket) -> tuple[dict, bytes, bytes]:
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             raise DaemonDied("response field %s is not a length: %r" % (name, value))
         lengths.append(value)
-    return header, recv_exact(sock, lengths[0]), recv_exact(sock, lengths[1])
+    return header, r.exact(lengths[0]), r.exact(lengths[1])
 
 
 class Connection(ConnectionBase):
@@ -653,11 +669,14 @@ class Connection(ConnectionBase):
         )
 
     def _round_trip(self, sock_path_parts: tuple[str, str, str], header: dict, body: bytes, autostart: bool):
+        # Encoded before connecting, so that the request is there when the
+        # daemon wakes for the connection: one wake-up of it, not two.
+        request = encode_request(header, body)
         s = self._connect_daemon(*sock_path_parts, autostart=autostart)
         if s is None:
             return None
         try:
-            s.sendall(encode_request(header, body))
+            s.sendall(request)
             return read_response(s)
         except (OSError, struct.error) as e:
             raise DaemonDied(str(e))

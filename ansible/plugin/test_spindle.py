@@ -707,5 +707,42 @@ class SecretsTest(PluginTest):
         self.assertNotIn(BECOME_PASSWORD, text)
 
 
+class ReadResponseTest(unittest.TestCase):
+    """read_response gets a response however the socket delivers it."""
+
+    def module(self):
+        return sys.modules[type(connection_loader.get("spindle", PlayContext(), os.devnull)).__module__]
+
+    def read(self, response: bytes, piece: int) -> tuple:
+        a, b = socket.socketpair()
+        self.addCleanup(a.close)
+        self.addCleanup(b.close)
+
+        def send() -> None:
+            for i in range(0, len(response), piece):
+                b.sendall(response[i : i + piece])
+            b.shutdown(socket.SHUT_WR)
+
+        t = threading.Thread(target=send)
+        t.start()
+        try:
+            return self.module().read_response(a)
+        finally:
+            t.join()
+
+    def test_whole_and_in_pieces(self) -> None:
+        out, err = os.urandom(300000), b"err"
+        head = json.dumps({"rc": 3, "stdout_len": len(out), "stderr_len": len(err)}).encode()
+        response = struct.pack(">I", len(head)) + head + out + err
+        for piece in (len(response), 1, 7, 65536):
+            header, stdout, stderr = self.read(response, piece)
+            self.assertEqual((header["rc"], stdout, stderr), (3, out, err), "pieces of %d" % piece)
+
+    def test_cut_short(self) -> None:
+        head = json.dumps({"rc": 0, "stdout_len": 10, "stderr_len": 0}).encode()
+        with self.assertRaises(self.module().DaemonDied):
+            self.read(struct.pack(">I", len(head)) + head + b"12345", 3)
+
+
 if __name__ == "__main__":
     unittest.main()
