@@ -19,6 +19,12 @@
 // enforced on the agent, kills the process group the same way, and the call
 // succeeds with Result.TimedOut set.
 //
+// Cmd.Exe runs a program shipped by content instead of one looked up on
+// the agent: its bytes go into the agent's module store with the first
+// call, later calls name its sha256, and the agent materialises it once
+// as a 0500 file in its private 0700 cache directory
+// (modules.Materialize).
+//
 // Every process runs in a process group of its own (a session of its own
 // with a PTY), so that the kill reaches its children too. The group also
 // dies with the agent, however the agent ends (SIGKILL included): the

@@ -61,6 +61,29 @@ func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 	return parts, nil
 }
 
+// exePath is the path of Cmd.Exe's program, materialised from the
+// module store.
+func exePath(p *StdinPart) (string, error) {
+	if p.Offset != 0 || p.Length != 0 {
+		return "", errkind.Errorf(errkind.ErrBadArgs, "a slice of stored bytes is no program")
+	}
+	sum := p.SHA256
+	if p.Data != nil {
+		stored, err := modules.Default.Put(p.Data)
+		if err != nil {
+			return "", err
+		}
+		if sum != nil && !bytes.Equal(sum, stored[:]) {
+			return "", errkind.Errorf(errkind.ErrBadArgs, "its bytes hash to %x, not %x", stored, sum)
+		}
+		sum = stored[:]
+	}
+	if sum == nil {
+		return "", errkind.Errorf(errkind.ErrBadArgs, "no bytes and no sha256")
+	}
+	return modules.Materialize(modules.Default, sum)
+}
+
 // stdinPart is the bytes one stdin part stands for, in store.
 func stdinPart(p StdinPart, store *modules.Store) ([]byte, error) {
 	if p.Offset != 0 || p.Length != 0 {
@@ -438,6 +461,15 @@ func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
 	if err != nil {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: %v", method, err)
 	}
+	prog := argv[0]
+	if c.Exe != nil {
+		if len(c.Argv) == 0 {
+			return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: Exe needs Argv (its first word the process's argv[0])", method)
+		}
+		if prog, err = exePath(c.Exe); err != nil {
+			return nil, fmt.Errorf("%s %s: executable: %w", method, argv[0], err)
+		}
+	}
 	if c.Dir != "" {
 		// The child's chdir error would be reported as "fork/exec <argv0>:
 		// no such file or directory", blaming the program.
@@ -449,7 +481,8 @@ func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
 			return nil, errkind.Errorf(errkind.ErrNotFound, "%s %s: working directory %s is not a directory", method, argv[0], c.Dir)
 		}
 	}
-	cmd := osexec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd := osexec.CommandContext(ctx, prog, argv[1:]...)
+	cmd.Args[0] = argv[0]
 	cmd.Env = env
 	cmd.Dir = c.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -70,6 +70,15 @@ type Cmd struct {
 	// its text: send the part's Data again. Together the parts make at
 	// most MaxStdinParts bytes.
 	StdinParts []StdinPart `msgpack:"inp,omitempty"`
+	// Exe, if set, is the program Argv runs instead of Argv[0]'s lookup
+	// (Argv[0] stays the process's argv[0]): executable bytes in the
+	// agent's module store, given as Data (stored then), SHA256 (stored
+	// before) or both, as a StdinPart without a slice. The agent
+	// materialises them once, in its private cache directory
+	// (modules.Materialize), and runs them from there. A hash the agent
+	// has neither on disk nor in its store fails the call before
+	// anything starts, as for StdinParts: send Data again.
+	Exe *StdinPart `msgpack:"exe,omitempty"`
 	// Python, if set, lets the agent run the command in a fork of its
 	// warm Python runner (internal/pyrunner) instead of starting it, for
 	// exec.Start without a PTY: the command (Shell or Argv) must be one

@@ -1,9 +1,11 @@
 // Package modules is the agent's store of what the controller ships by
-// content: an Ansible module's zip today, more later. Each entry is kept
-// in RAM under its sha256, the least recently used ones evicted past a
-// bound, so that a payload sent once can be named by its hash in every
-// later call on the same agent (exec's stdin parts, package exec) instead
-// of crossing the link again.
+// content: Ansible modules' zips and wrappers, and programs to run. Each
+// entry is kept in RAM under its sha256, the least recently used ones
+// evicted past a bound, so that a payload sent once can be named by its
+// hash in every later call on the same agent (exec's stdin parts and
+// Cmd.Exe, package exec) instead of crossing the link again. A program
+// is materialised once as a file in the agent's private cache directory
+// (Materialize), the files bounded by MaxExeBytes.
 //
 // A caller keeps track of what it sent, and sends the bytes again when
 // the agent says it does not have them (evicted, or a new agent): the
