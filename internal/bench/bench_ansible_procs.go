@@ -68,30 +68,19 @@ func parseProcStat(b []byte) (procStat, error) {
 // (a path of the run's own), with all their descendants, and the CPU of
 // each.
 func helperProcs(marker string) (map[int]procStat, error) {
-	ents, err := os.ReadDir("/proc")
-	if err != nil {
-		return nil, err
-	}
 	all := map[int]procStat{}
 	var roots []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		dir := filepath.Join("/proc", e.Name())
-		b, err := os.ReadFile(filepath.Join(dir, "stat"))
-		if err != nil {
-			continue // gone meanwhile
-		}
-		st, err := parseProcStat(b)
-		if err != nil {
-			return nil, fmt.Errorf("pid %d: %w", pid, err)
+	err := eachProc(func(pid int, dir string, stat []byte, st procStat) {
+		if pid == os.Getpid() {
+			return
 		}
 		all[pid] = st
 		if cl, err := os.ReadFile(filepath.Join(dir, "cmdline")); err == nil && bytes.Contains(cl, []byte(marker)) {
 			roots = append(roots, pid)
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	out := map[int]procStat{}
 	for _, r := range roots {
@@ -165,11 +154,32 @@ type procEntry struct {
 
 // readProcs lists every process with its parent, owner and command name.
 func readProcs() (map[int]procEntry, error) {
+	out := map[int]procEntry{}
+	err := eachProc(func(pid int, dir string, stat []byte, st procStat) {
+		fi, err := os.Stat(dir)
+		if err != nil {
+			return
+		}
+		sys, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return
+		}
+		comm := ""
+		if i, j := bytes.IndexByte(stat, '('), bytes.LastIndexByte(stat, ')'); i >= 0 && j > i {
+			comm = string(stat[i+1 : j])
+		}
+		out[pid] = procEntry{ppid: st.ppid, uid: int(sys.Uid), comm: comm}
+	})
+	return out, err
+}
+
+// eachProc calls fn for every process in /proc with its directory, its
+// stat line and that line parsed; a process gone meanwhile is skipped.
+func eachProc(fn func(pid int, dir string, stat []byte, st procStat)) error {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
-		return nil, err
+		return err
 	}
-	out := map[int]procEntry{}
 	for _, e := range ents {
 		pid, err := strconv.Atoi(e.Name())
 		if err != nil {
@@ -182,23 +192,11 @@ func readProcs() (map[int]procEntry, error) {
 		}
 		st, err := parseProcStat(b)
 		if err != nil {
-			return nil, fmt.Errorf("pid %d: %w", pid, err)
+			return fmt.Errorf("pid %d: %w", pid, err)
 		}
-		fi, err := os.Stat(dir)
-		if err != nil {
-			continue
-		}
-		sys, ok := fi.Sys().(*syscall.Stat_t)
-		if !ok {
-			continue
-		}
-		comm := ""
-		if i, j := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')'); i >= 0 && j > i {
-			comm = string(b[i+1 : j])
-		}
-		out[pid] = procEntry{ppid: st.ppid, uid: int(sys.Uid), comm: comm}
+		fn(pid, dir, b, st)
 	}
-	return out, nil
+	return nil
 }
 
 // targetProcs are the processes of uid and all their descendants (a
