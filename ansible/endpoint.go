@@ -1,6 +1,7 @@
 package ansible
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -87,7 +88,8 @@ func (r timedReader) Read(p []byte) (int, error) {
 // ServeConn implements daemon.Endpoint: it reads one request, answers it
 // and returns.
 func (e *Endpoint) ServeConn(ctx context.Context, conn net.Conn, s *daemon.Server) {
-	req, err := wire.ReadRequest(timedReader{conn})
+	// Buffered: a request's header and a small stdin come in one read.
+	req, err := wire.ReadRequest(bufio.NewReaderSize(timedReader{conn}, 64<<10))
 	if err != nil {
 		if errors.Is(err, wire.ErrBadRequest) {
 			e.reply(conn, nil, nil, nil, &Error{Kind: KindBadRequest, Message: "spindle daemon: " + err.Error()})
