@@ -79,7 +79,7 @@ func TestAnsiballzResentWhenLost(t *testing.T) {
 		t.Fatal(cerr)
 	}
 	p, zip := payload(16<<10, `zip_data='`, `'`, "")
-	zipSum := sha256.Sum256([]byte(zip))
+	zipSum := ansiballz.NewZip([]byte(zip)).Sum
 	runOnce := func(what string, p []byte) {
 		t.Helper()
 		os.Remove(marker)

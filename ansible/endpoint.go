@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -417,16 +416,17 @@ func collect(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, out, errb *
 // again if the agent lost it); its wrapper sent as its differences from
 // the one the agent holds for the zip, or in full for the agent to hold.
 func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, prefix, zip, suffix []byte, out, errb *bytes.Buffer, res **exec.Result) (bool, error) {
-	sum := sha256.Sum256(zip)
+	z := ansiballz.NewZip(zip)
+	sum := z.Sum
 	for attempt := 0; ; attempt++ {
 		withZip := attempt > 0 || !e.zips.has(cx, sum)
 		held := e.zips.wrapper(cx, sum)
 		var zipPart int
 		if attempt > 0 || held == nil {
 			held = ansiballz.NewWrapper(prefix, suffix)
-			cmd.StdinParts, zipPart = held.StdinParts(zip, sum, withZip)
+			cmd.StdinParts, zipPart = held.StdinParts(z, withZip)
 		} else {
-			cmd.StdinParts, zipPart = held.Delta(prefix, zip, suffix, sum, withZip)
+			cmd.StdinParts, zipPart = held.Delta(prefix, z, suffix, withZip)
 		}
 		if cmd.Python != nil {
 			cmd.Python = &exec.Python{Interpreter: cmd.Python.Interpreter, ZipPart: zipPart}

@@ -1,7 +1,8 @@
 // Package ansiballz runs Ansible's pipelined AnsiballZ modules on an
 // agent from Go, the way the Ansible endpoint does for Ansible: the
 // module's zip crosses the link once into the agent's module store
-// (services/modules) and is named by hash afterwards, and the run goes
+// (services/modules), as the binary its base64 stands for (Zip), and
+// is named by hash afterwards, and the run goes
 // through the agent's warm Python runner (exec.Cmd.Python) when the
 // interpreter can host one, a fresh interpreter otherwise.
 //
@@ -20,6 +21,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/base64"
 	"errors"
 	"strings"
 
@@ -92,14 +94,42 @@ func isBase64(b []byte) bool {
 	return true
 }
 
-// StdinParts are the parts of a payload's stdin: the zip by hash alone,
-// or with its bytes (withZip) for an agent that may not have it.
-func StdinParts(prefix, zip, suffix []byte, sum [sha256.Size]byte, withZip bool) []exec.StdinPart {
-	z := exec.StdinPart{SHA256: sum[:]}
-	if withZip {
-		z.Data = zip
+// Zip is a payload's zip as it crosses the link: the binary its base64
+// stands for, a quarter smaller, which the agent encodes again
+// (exec.StdinPart.Base64), when the base64 is the standard encoding of
+// it; else the base64 text itself.
+type Zip struct {
+	// Sum names it in the agent's module store.
+	Sum  [sha256.Size]byte
+	data []byte
+	b64  bool
+}
+
+// NewZip is the zip whose base64 is text (Split's zip).
+func NewZip(text []byte) Zip {
+	raw := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
+	if n, err := base64.StdEncoding.Decode(raw, text); err == nil {
+		raw = raw[:n]
+		if base64.StdEncoding.EncodedLen(n) == len(text) && base64.StdEncoding.EncodeToString(raw) == string(text) {
+			return Zip{Sum: sha256.Sum256(raw), data: raw, b64: true}
+		}
 	}
-	return []exec.StdinPart{{Data: prefix}, z, {Data: suffix}}
+	return Zip{Sum: sha256.Sum256(text), data: text}
+}
+
+// part is the zip's stdin part: by hash alone, or with its bytes
+// (withZip) for an agent that may not have it.
+func (z Zip) part(withZip bool) exec.StdinPart {
+	p := exec.StdinPart{SHA256: z.Sum[:], Base64: z.b64}
+	if withZip {
+		p.Data = z.data
+	}
+	return p
+}
+
+// StdinParts are the parts of a payload's stdin, the zip's second.
+func StdinParts(prefix []byte, zip Zip, suffix []byte, withZip bool) []exec.StdinPart {
+	return []exec.StdinPart{{Data: prefix}, zip.part(withZip), {Data: suffix}}
 }
 
 // A Wrapper is a payload's bytes before and after its zip, as stored on
@@ -120,8 +150,8 @@ func NewWrapper(prefix, suffix []byte) *Wrapper {
 // StdinParts are the parts of w's own payload's stdin, w's bytes sent
 // with their hashes so that the agent stores them, and the index of the
 // zip's part (exec.Python.ZipPart).
-func (w *Wrapper) StdinParts(zip []byte, sum [sha256.Size]byte, withZip bool) (parts []exec.StdinPart, zipPart int) {
-	parts = StdinParts(w.prefix, zip, w.suffix, sum, withZip)
+func (w *Wrapper) StdinParts(zip Zip, withZip bool) (parts []exec.StdinPart, zipPart int) {
+	parts = StdinParts(w.prefix, zip, w.suffix, withZip)
 	parts[0].SHA256 = w.prefixSum[:]
 	parts[2].SHA256 = w.suffixSum[:]
 	return parts, 1
@@ -132,14 +162,10 @@ func (w *Wrapper) StdinParts(zip []byte, sum [sha256.Size]byte, withZip bool) (p
 // start and end (slices of w's, which the agent must hold) and the bytes
 // between, when that is smaller than the bytes themselves; and the
 // index of the zip's part.
-func (w *Wrapper) Delta(prefix, zip, suffix []byte, sum [sha256.Size]byte, withZip bool) (parts []exec.StdinPart, zipPart int) {
-	z := exec.StdinPart{SHA256: sum[:]}
-	if withZip {
-		z.Data = zip
-	}
+func (w *Wrapper) Delta(prefix []byte, zip Zip, suffix []byte, withZip bool) (parts []exec.StdinPart, zipPart int) {
 	parts = delta(nil, w.prefix, w.prefixSum, prefix)
 	zipPart = len(parts)
-	parts = append(parts, z)
+	parts = append(parts, zip.part(withZip))
 	return delta(parts, w.suffix, w.suffixSum, suffix), zipPart
 }
 
@@ -215,13 +241,13 @@ func Run(ctx context.Context, c rpc.Caller, interpreter string, payload []byte, 
 	if !strings.HasPrefix(interpreter, "/") || strings.ContainsAny(interpreter, " \t\n'\"\\$`;&|<>()*?[]{}~") {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "ansiballz: interpreter %q: want an absolute path with no shell characters", interpreter)
 	}
-	sum := sha256.Sum256(zip)
+	z := NewZip(zip)
 	cmd := exec.Cmd{Shell: interpreter}
 	if warm {
 		cmd.Python = &exec.Python{Interpreter: interpreter, ZipPart: 1}
 	}
 	for _, withZip := range []bool{false, true} {
-		cmd.StdinParts = StdinParts(prefix, zip, suffix, sum, withZip)
+		cmd.StdinParts = StdinParts(prefix, z, suffix, withZip)
 		res, err := run(ctx, c, cmd)
 		if err != nil && !withZip && IsNotStored(err) {
 			continue

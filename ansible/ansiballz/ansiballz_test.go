@@ -80,16 +80,21 @@ func TestWrapperDelta(t *testing.T) {
 		if !ok {
 			t.Fatalf("payload %d: not split", i)
 		}
-		sum := sha256.Sum256(zip)
+		z := ansiballz.NewZip(zip)
+		sum := z.Sum
 		withZip := !zips[sum]
 		zips[sum] = true
 		var parts []exec.StdinPart
 		var zipPart int
 		if held == nil {
 			held = ansiballz.NewWrapper(prefix, suffix)
-			parts, zipPart = held.StdinParts(zip, sum, withZip)
+			parts, zipPart = held.StdinParts(z, withZip)
+			// The zip crosses as the binary its base64 stands for.
+			if !parts[zipPart].Base64 || len(parts[zipPart].Data)*4 > len(zip)*3+4 {
+				t.Fatalf("payload %d: the zip crosses as %d bytes of %d in base64 (encoded by the agent: %v)", i, len(parts[zipPart].Data), len(zip), parts[zipPart].Base64)
+			}
 		} else {
-			parts, zipPart = held.Delta(prefix, zip, suffix, sum, withZip)
+			parts, zipPart = held.Delta(prefix, z, suffix, withZip)
 			sent := 0
 			for j, p := range parts {
 				if j != zipPart {
@@ -152,9 +157,28 @@ func warm(t *testing.T, ctx context.Context, c rpc.Caller, parts []exec.StdinPar
 // one that shares all of it as one slice.
 func TestDeltaFallsBack(t *testing.T) {
 	held := ansiballz.NewWrapper([]byte(strings.Repeat("p", 200)), []byte(strings.Repeat("s", 200)))
-	var sum [sha256.Size]byte
-	parts, zipPart := held.Delta([]byte("#!other"), []byte("zip"), []byte(strings.Repeat("s", 200)), sum, true)
+	parts, zipPart := held.Delta([]byte("#!other"), ansiballz.NewZip([]byte("emlw")), []byte(strings.Repeat("s", 200)), true)
 	if len(parts) != 3 || zipPart != 1 || string(parts[0].Data) != "#!other" || parts[0].SHA256 != nil || parts[2].Data != nil || parts[2].Length != 200 {
 		t.Errorf("%+v, zip part %d", parts, zipPart)
+	}
+}
+
+// A zip crosses as its binary only when the agent's encoding gives the
+// payload's base64 back byte for byte.
+func TestZipCrossesDecoded(t *testing.T) {
+	for _, tc := range []struct {
+		text string
+		b64  bool
+	}{
+		{"emlwcw==", true},
+		{"emm=", false}, // padding bits set: "zi", which encodes as "emk="
+	} {
+		p := ansiballz.StdinParts(nil, ansiballz.NewZip([]byte(tc.text)), nil, true)[1]
+		if p.Base64 != tc.b64 {
+			t.Errorf("%q: sent encoded by the agent %v, want %v", tc.text, p.Base64, tc.b64)
+		}
+		if !tc.b64 && string(p.Data) != tc.text {
+			t.Errorf("%q: sent as %q", tc.text, p.Data)
+		}
 	}
 }

@@ -3,6 +3,7 @@ package exec
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -86,6 +87,26 @@ func exePath(p *StdinPart) (string, error) {
 
 // stdinPart is the bytes one stdin part stands for, in store.
 func stdinPart(p StdinPart, store *modules.Store) ([]byte, error) {
+	if !p.Base64 {
+		return namedBytes(p, store)
+	}
+	if p.Offset != 0 || p.Length != 0 {
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) is not encoded in base64", p.Offset, p.Length)
+	}
+	data, err := namedBytes(p, store)
+	if err != nil {
+		return nil, err
+	}
+	if n := base64.StdEncoding.EncodedLen(len(data)); n > MaxStdinParts {
+		return nil, errkind.Errorf(errkind.ErrTooLarge, "%d bytes in base64 make more than %d", len(data), MaxStdinParts)
+	}
+	out := make([]byte, base64.StdEncoding.EncodedLen(len(data)))
+	base64.StdEncoding.Encode(out, data)
+	return out, nil
+}
+
+// namedBytes is the bytes a stdin part names, before any encoding.
+func namedBytes(p StdinPart, store *modules.Store) ([]byte, error) {
 	if p.Offset != 0 || p.Length != 0 {
 		if p.SHA256 == nil || p.Data != nil {
 			return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) names stored bytes by hash, with no data", p.Offset, p.Length)

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"bytes"
+	"encoding/base64"
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
@@ -16,11 +17,13 @@ var stdinPartAllocs = allocs.Bound{Base: 4 << 10}
 // stored: whatever the offset and length, stdinPart returns, allocates
 // within stdinPartAllocs, and what it returns is the bytes named.
 func FuzzStdinPart(f *testing.F) {
-	f.Add([]byte("0123456789"), int64(2), int64(3), false)
-	f.Add([]byte("0123456789"), int64(0), int64(0), false)
-	f.Add([]byte("x"), int64(-1), int64(1), true)
-	f.Add([]byte{}, int64(1)<<62, int64(1)<<62, false)
-	f.Fuzz(func(t *testing.T, stored []byte, offset, length int64, otherHash bool) {
+	f.Add([]byte("0123456789"), int64(2), int64(3), false, false)
+	f.Add([]byte("0123456789"), int64(0), int64(0), false, false)
+	f.Add([]byte("0123456789"), int64(0), int64(0), false, true)
+	f.Add([]byte("0123456789"), int64(1), int64(2), false, true)
+	f.Add([]byte("x"), int64(-1), int64(1), true, false)
+	f.Add([]byte{}, int64(1)<<62, int64(1)<<62, false, false)
+	f.Fuzz(func(t *testing.T, stored []byte, offset, length int64, otherHash, b64 bool) {
 		store := modules.NewStore(1 << 20)
 		sum, err := store.Put(stored)
 		if err != nil {
@@ -30,13 +33,24 @@ func FuzzStdinPart(f *testing.F) {
 			sum[0]++
 		}
 		var got []byte
-		allocs.Within(t, stdinPartAllocs, 0, "stdinPart", func() {
-			got, err = stdinPart(StdinPart{SHA256: sum[:], Offset: offset, Length: length}, store)
+		// Base64 writes the encoding: 4/3 of the stored bytes, no more.
+		bound, n := stdinPartAllocs, 0
+		if b64 {
+			bound.PerByte, n = 2, len(stored)
+		}
+		allocs.Within(t, bound, n, "stdinPart", func() {
+			got, err = stdinPart(StdinPart{SHA256: sum[:], Offset: offset, Length: length, Base64: b64}, store)
 		})
 		switch {
 		case err != nil:
 		case otherHash:
 			t.Fatal("a hash the store lacks named bytes")
+		case b64 && (offset != 0 || length != 0):
+			t.Fatal("a slice encoded in base64")
+		case b64:
+			if want := base64.StdEncoding.EncodeToString(stored); string(got) != want {
+				t.Fatal("not the base64 of the stored bytes")
+			}
 		case length == 0 && offset == 0:
 			if !bytes.Equal(got, stored) {
 				t.Fatal("the whole of it is other bytes")
