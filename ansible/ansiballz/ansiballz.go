@@ -105,14 +105,15 @@ type Zip struct {
 	b64  bool
 }
 
-// NewZip is the zip whose base64 is text (Split's zip).
+// NewZip is the zip whose base64 is text (Split's zip: the alphabet
+// alone, no line breaks).
 func NewZip(text []byte) Zip {
+	// Strict: padding bits must be zero. With the padded length too, the
+	// encoding of what it decodes to is text again, byte for byte.
 	raw := make([]byte, base64.StdEncoding.DecodedLen(len(text)))
-	if n, err := base64.StdEncoding.Decode(raw, text); err == nil {
+	if n, err := base64.StdEncoding.Strict().Decode(raw, text); err == nil && base64.StdEncoding.EncodedLen(n) == len(text) {
 		raw = raw[:n]
-		if base64.StdEncoding.EncodedLen(n) == len(text) && base64.StdEncoding.EncodeToString(raw) == string(text) {
-			return Zip{Sum: sha256.Sum256(raw), data: raw, b64: true}
-		}
+		return Zip{Sum: sha256.Sum256(raw), data: raw, b64: true}
 	}
 	return Zip{Sum: sha256.Sum256(text), data: text}
 }

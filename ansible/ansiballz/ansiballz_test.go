@@ -3,7 +3,9 @@ package ansiballz_test
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -172,6 +174,8 @@ func TestZipCrossesDecoded(t *testing.T) {
 	}{
 		{"emlwcw==", true},
 		{"emm=", false}, // padding bits set: "zi", which encodes as "emk="
+		{"emlw", true},
+		{"eml", false}, // not padded
 	} {
 		p := ansiballz.StdinParts(nil, ansiballz.NewZip([]byte(tc.text)), nil, true)[1]
 		if p.Base64 != tc.b64 {
@@ -179,6 +183,22 @@ func TestZipCrossesDecoded(t *testing.T) {
 		}
 		if !tc.b64 && string(p.Data) != tc.text {
 			t.Errorf("%q: sent as %q", tc.text, p.Data)
+		}
+		if tc.b64 && base64.StdEncoding.EncodeToString(p.Data) != tc.text {
+			t.Errorf("%q: sent as %q, which encodes otherwise", tc.text, p.Data)
+		}
+	}
+}
+
+// Any bytes' standard encoding crosses as those bytes.
+func TestZipRoundTrip(t *testing.T) {
+	for n := range 70 {
+		raw := make([]byte, n)
+		rand.Read(raw)
+		text := base64.StdEncoding.EncodeToString(raw)
+		p := ansiballz.StdinParts(nil, ansiballz.NewZip([]byte(text)), nil, true)[1]
+		if !p.Base64 || !bytes.Equal(p.Data, raw) {
+			t.Fatalf("%d bytes: sent %q (encoded by the agent: %v)", n, p.Data, p.Base64)
 		}
 	}
 }
