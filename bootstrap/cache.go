@@ -117,13 +117,24 @@ func Materialize(b *Binary) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	tmp, err := os.CreateTemp(dir, ".agent-*")
+	if err := InstallFile(path, ".agent-*", data, 0o700); err != nil {
+		return "", fmt.Errorf("install agent in %s: %w", dir, err)
+	}
+	verified.Store(path, b.Hash)
+	return path, nil
+}
+
+// InstallFile writes data as path with mode perm through a temporary
+// file in path's directory (named by pattern, as for os.CreateTemp),
+// renamed into place: nobody runs or reads a part of it.
+func InstallFile(path, pattern string, data []byte, perm os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), pattern)
 	if err != nil {
-		return "", err
+		return err
 	}
 	_, err = tmp.Write(data)
 	if err == nil {
-		err = tmp.Chmod(0o700)
+		err = tmp.Chmod(perm)
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -133,10 +144,8 @@ func Materialize(b *Binary) (string, error) {
 	}
 	if err != nil {
 		os.Remove(tmp.Name())
-		return "", fmt.Errorf("install agent in %s: %w", dir, err)
 	}
-	verified.Store(path, b.Hash)
-	return path, nil
+	return err
 }
 
 // cachedFileHasHash reports whether the agent file path in our private

@@ -65,23 +65,8 @@ func Materialize(store *Store, sum []byte) (string, error) {
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return "", fmt.Errorf("modules: %w", err)
 	}
-	tmp, err := os.CreateTemp(dir, ".tmp-"+name[:16]+"-*")
-	if err != nil {
-		return "", fmt.Errorf("modules: %w", err)
-	}
-	_, werr := tmp.Write(data)
-	if cerr := tmp.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr == nil {
-		werr = os.Chmod(tmp.Name(), 0o500)
-	}
-	if werr == nil {
-		werr = os.Rename(tmp.Name(), path)
-	}
-	if werr != nil {
-		os.Remove(tmp.Name())
-		return "", fmt.Errorf("modules: materialise %s: %w", name[:16], werr)
+	if err := bootstrap.InstallFile(path, ".tmp-"+name[:16]+"-*", data, 0o500); err != nil {
+		return "", fmt.Errorf("modules: materialise %s: %w", name[:16], err)
 	}
 	prune(dir, path)
 	return path, nil
