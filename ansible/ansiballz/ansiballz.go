@@ -85,9 +85,18 @@ func Split(payload []byte) (prefix, zip, suffix []byte, ok bool) {
 	return payload[:start], payload[start:end], payload[end:], true
 }
 
+// base64Alphabet marks the bytes of standard base64 and its padding: a
+// table, because every module request scans its 100-200 KiB zip.
+var base64Alphabet = func() (t [256]bool) {
+	for _, c := range []byte("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/=") {
+		t[c] = true
+	}
+	return t
+}()
+
 func isBase64(b []byte) bool {
 	for _, c := range b {
-		if !(c >= 'A' && c <= 'Z' || c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '+' || c == '/' || c == '=') {
+		if !base64Alphabet[c] {
 			return false
 		}
 	}
