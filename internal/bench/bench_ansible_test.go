@@ -378,13 +378,8 @@ func TestE2EBenchAnsible(t *testing.T) {
 		t.Fatalf("bench ansible: exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 	rows := map[string]map[string]any{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var row map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatalf("bench line %q: %v", sc.Text(), err)
-		}
-		rows[row["name"].(string)] = row
+	for _, line := range benchLines(t, out) {
+		rows[line.row["name"].(string)] = line.row
 	}
 	mixed, ok := rows["ansible_mixed"]
 	if !ok {

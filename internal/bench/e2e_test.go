@@ -68,25 +68,21 @@ func TestE2EBench(t *testing.T) {
 		t.Fatalf("bench: exit %d, stderr %q", code, errs)
 	}
 	names := map[string]bool{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var row map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatalf("bench line %q: %v", sc.Text(), err)
-		}
+	for _, line := range benchLines(t, out) {
+		row := line.row
 		for _, f := range []string{"name", "spindle_ns", "baseline", "baseline_ns", "ratio"} {
 			if _, ok := row[f]; !ok {
-				t.Errorf("bench line %q has no %s", sc.Text(), f)
+				t.Errorf("bench line %q has no %s", line.text, f)
 			}
 		}
 		if ns, _ := row["spindle_ns"].(float64); ns <= 0 {
-			t.Errorf("bench line %q: spindle_ns %v", sc.Text(), row["spindle_ns"])
+			t.Errorf("bench line %q: spindle_ns %v", line.text, row["spindle_ns"])
 		}
 		name, _ := row["name"].(string)
 		names[name] = true
 		if name == "ping_pipelined_64" {
 			if cps, _ := row["calls_per_sec"].(float64); cps <= 0 {
-				t.Errorf("ping_pipelined_64 has no calls_per_sec: %q", sc.Text())
+				t.Errorf("ping_pipelined_64 has no calls_per_sec: %q", line.text)
 			}
 		}
 	}
@@ -106,22 +102,18 @@ func TestE2EBenchSSH(t *testing.T) {
 		t.Fatalf("bench ssh: exit %d, stderr %q, stdout:\n%s", code, errs, out)
 	}
 	rows := map[string]map[string]any{}
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		var row map[string]any
-		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
-			t.Fatalf("bench line %q: %v", sc.Text(), err)
-		}
+	for _, line := range benchLines(t, out) {
+		row := line.row
 		for _, f := range []string{"name", "spindle_ns", "baseline", "baseline_ns", "ratio", "latency_ms"} {
 			if _, ok := row[f]; !ok {
-				t.Errorf("bench line %q has no %s", sc.Text(), f)
+				t.Errorf("bench line %q has no %s", line.text, f)
 			}
 		}
 		if ns, _ := row["spindle_ns"].(float64); ns <= 0 {
-			t.Errorf("bench line %q: spindle_ns %v", sc.Text(), row["spindle_ns"])
+			t.Errorf("bench line %q: spindle_ns %v", line.text, row["spindle_ns"])
 		}
 		if ns, _ := row["baseline_ns"].(float64); ns <= 0 {
-			t.Errorf("bench line %q: baseline_ns %v", sc.Text(), row["baseline_ns"])
+			t.Errorf("bench line %q: baseline_ns %v", line.text, row["baseline_ns"])
 		}
 		rows[row["name"].(string)] = row
 	}
@@ -219,4 +211,25 @@ func TestBenchArgs(t *testing.T) {
 			t.Errorf("__complete %s: %q", tc.arg, lines)
 		}
 	}
+}
+
+// benchLine is one line of the bench's JSON output, decoded.
+type benchLine struct {
+	text string
+	row  map[string]any
+}
+
+// benchLines decodes the bench's output, a JSON object per line.
+func benchLines(t *testing.T, out string) []benchLine {
+	t.Helper()
+	var lines []benchLine
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		var row map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &row); err != nil {
+			t.Fatalf("bench line %q: %v", sc.Text(), err)
+		}
+		lines = append(lines, benchLine{sc.Text(), row})
+	}
+	return lines
 }
