@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -189,6 +190,29 @@ func TestHelloAndBadRequests(t *testing.T) {
 	if err != nil || !bytes.Contains(res.Header, []byte(`"bad_request"`)) {
 		t.Errorf("garbage: %s, %v", res.Header, err)
 	}
+}
+
+// A client that connects and says nothing, or stops halfway through its
+// request, is hung up on after RequestTimeout: it cannot hold a goroutine
+// or the daemon's exit for ever.
+func TestSilentClientsDropped(t *testing.T) {
+	old := ansible.RequestTimeout
+	ansible.RequestTimeout = 100 * time.Millisecond
+	defer func() { ansible.RequestTimeout = old }()
+	sock := startDaemon(t)
+	for _, said := range [][]byte{nil, {0, 0, 0, 40, '{', '"', 'o', 'p'}} {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(said)
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadAll(c); err != nil { // returns when the daemon hangs up
+			t.Errorf("after %q: not hung up on: %v", said, err)
+		}
+		c.Close()
+	}
+	must(t, sock, map[string]any{"op": "hello"}, nil)
 }
 
 func TestExecExactBytes(t *testing.T) {
