@@ -1,0 +1,41 @@
+package pyrunner
+
+import (
+	"context"
+	"io"
+	"os"
+	"testing"
+
+	"github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
+)
+
+// BenchmarkCommandModule times one pipelined run of the command module
+// (running hostname) in a fork of a warm runner: from the request to the
+// module's output and status, as the agent's exec server does it.
+func BenchmarkCommandModule(b *testing.B) {
+	payload := ansiballz.Payload(b, "command", map[string]any{"_raw_params": "hostname"}, ansiballz.Python)
+	_, zip, _ := ansiballz.Split(b, payload)
+	p := &Pool{}
+	defer p.Close()
+	env := os.Environ()
+	b.ResetTimer()
+	for range b.N {
+		inR, inW, _ := os.Pipe()
+		outR, outW, _ := os.Pipe()
+		proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, inR, outW, outW)
+		inR.Close()
+		outW.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			inW.Write(payload)
+			inW.Close()
+		}()
+		io.Copy(io.Discard, outR)
+		outR.Close()
+		if st, err := proc.Wait(); err != nil || st.ExitStatus() != 0 {
+			b.Fatalf("status %v, %v", st, err)
+		}
+	}
+}
