@@ -5,10 +5,12 @@ import (
 	"bytes"
 	stdctx "context"
 	_ "embed"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -16,9 +18,11 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/spindle-rpc/spindle/ansible/wire"
 	"github.com/spindle-rpc/spindle/internal/latency"
 )
 
@@ -845,10 +849,14 @@ type ansibleHotRow struct {
 	PluginVsLibrary          float64 `json:"spindle_plugin_vs_library,omitempty"`
 	PluginVsControlMaster    float64 `json:"spindle_plugin_vs_controlmaster,omitempty"`
 	SSHPluginVsControlMaster float64 `json:"ssh_plugin_vs_controlmaster,omitempty"`
-	Load1                    float64 `json:"load1"` // as ansibleRow's
-	Target                   string  `json:"target"`
-	N                        int     `json:"n"`
-	Rounds                   int     `json:"rounds"`
+	// PluginVsFloor is spindle_plugin ÷ (spindle_library + ipc_floor):
+	// against what any plugin that hands the call to the library in
+	// another process must pay, Ansible's connection object included.
+	PluginVsFloor float64 `json:"spindle_plugin_vs_floor,omitempty"`
+	Load1         float64 `json:"load1"` // as ansibleRow's
+	Target        string  `json:"target"`
+	N             int     `json:"n"`
+	Rounds        int     `json:"rounds"`
 }
 
 // hotColumn is one column of the hot-path row.
@@ -893,12 +901,18 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 		return err
 	}
 	defer stopHelpers(runDir) //nolint:errcheck // nothing to report them to
-	plugin := func(s *ansibleSystem, name string) func(n int) (hotTiming, error) {
+	floorSock := filepath.Join(runDir, "ipc-floor.sock")
+	stopFloor, err := serveIPCFloor(floorSock)
+	if err != nil {
+		return err
+	}
+	defer stopFloor()
+	plugin := func(s *ansibleSystem, name string, env ...string) func(n int) (hotTiming, error) {
 		return func(n int) (hotTiming, error) {
 			if s != nil && s.err != nil {
 				return hotTiming{}, s.err
 			}
-			return a.hotpath(e.ctx, name, alias, runDir, n)
+			return a.hotpath(e.ctx, name, alias, runDir, n, env...)
 		}
 	}
 	timed := func(f func(stdctx.Context, int) (float64, error)) func(n int) (hotTiming, error) {
@@ -913,6 +927,9 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 		{name: "openssh_controlmaster", run: timed(p.controlMasterTrue)},
 		{name: "ssh_plugin", run: plugin(nil, "ssh")},
 		{name: "floor_plugin", run: plugin(nil, "benchfloor")},
+		// The spindle plugin's connection object and set_options, then a
+		// round trip to a server that does nothing (hotpath.py).
+		{name: "ipc_floor", run: plugin(a.system("spindle"), "spindle", "SPINDLE_BENCH_IPC_FLOOR="+floorSock)},
 	}
 	got := map[string][]hotTiming{}
 	for r := 0; r < o.rounds; r++ {
@@ -962,6 +979,9 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 	ns := row.NSPerCall
 	row.PluginVsLibrary = ratio(ns["spindle_plugin"], ns["spindle_library"])
 	row.PluginVsControlMaster = ratio(ns["spindle_plugin"], ns["openssh_controlmaster"])
+	if ns["ipc_floor"] > 0 && ns["spindle_library"] > 0 {
+		row.PluginVsFloor = ratio(ns["spindle_plugin"], ns["spindle_library"]+ns["ipc_floor"])
+	}
 	row.SSHPluginVsControlMaster = ratio(ns["ssh_plugin"], ns["openssh_controlmaster"])
 	return emit(row)
 }
@@ -976,8 +996,8 @@ func (a *ansibleBench) system(name string) *ansibleSystem {
 }
 
 // hotpath runs hotpath.py: n calls of `true` through plugin against
-// alias, after one untimed call.
-func (a *ansibleBench) hotpath(ctx stdctx.Context, plugin, alias, runDir string, n int) (hotTiming, error) {
+// alias, after one untimed call; env is added to its environment.
+func (a *ansibleBench) hotpath(ctx stdctx.Context, plugin, alias, runDir string, n int, env ...string) (hotTiming, error) {
 	h, err := a.host(alias)
 	if err != nil {
 		return hotTiming{}, err
@@ -994,6 +1014,7 @@ func (a *ansibleBench) hotpath(ctx stdctx.Context, plugin, alias, runDir string,
 	// daemon's socket under runDir.
 	cmd.Env = append(a.env(nil, runDir),
 		"ANSIBLE_SSH_CONTROL_PATH_DIR="+runDir, "XDG_RUNTIME_DIR="+runDir)
+	cmd.Env = append(cmd.Env, env...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -1063,7 +1084,53 @@ func (row *ansibleHotRow) table() []string {
 	for _, name := range sortedKeys(row.Errors) {
 		out = append(out, fmt.Sprintf("%s\t%s\terror: %s\t", row.Name, name, firstLine(row.Errors[name])))
 	}
-	return append(out, fmt.Sprintf("%s\tspindle_plugin/library %.2f\t/controlmaster %.2f\t", row.Name, row.PluginVsLibrary, row.PluginVsControlMaster))
+	return append(out, fmt.Sprintf("%s\tspindle_plugin/library %.2f\t/controlmaster %.2f\t/(library+ipc_floor) %.2f\t",
+		row.Name, row.PluginVsLibrary, row.PluginVsControlMaster, row.PluginVsFloor))
+}
+
+// ipcFloorAnswer is the IPC floor server's answer: a length-prefixed {}.
+var ipcFloorAnswer = []byte{0, 0, 0, 2, '{', '}'}
+
+// serveIPCFloor serves hotpath.py's IPC floor (SPINDLE_BENCH_IPC_FLOOR)
+// on a Unix socket at path: each connection's length-prefixed request
+// (at most wire.MaxHeader bytes) is read and ipcFloorAnswer written,
+// nothing else done. stop closes it and waits for its goroutines.
+func serveIPCFloor(path string) (stop func(), err error) {
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	var wg sync.WaitGroup
+	serve := func(c net.Conn) {
+		defer wg.Done()
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(time.Minute)) //nolint:errcheck // a socket supports deadlines
+		var n [4]byte
+		if _, err := io.ReadFull(c, n[:]); err != nil {
+			return
+		}
+		size := binary.BigEndian.Uint32(n[:])
+		if size > wire.MaxHeader {
+			return
+		}
+		if _, err := io.CopyN(io.Discard, c, int64(size)); err != nil {
+			return
+		}
+		c.Write(ipcFloorAnswer) //nolint:errcheck // the client's failure is its own
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go serve(c)
+		}
+	}()
+	return func() { ln.Close(); wg.Wait() }, nil
 }
 
 func fmtMS(v float64) string { return fmtDuration(time.Duration(v * float64(time.Millisecond))) }

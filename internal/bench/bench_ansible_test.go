@@ -462,10 +462,13 @@ func TestE2EBenchAnsible(t *testing.T) {
 	if errs, ok := hot["errors"]; ok {
 		t.Errorf("ansible_exec_true: errors %v", errs)
 	}
-	for _, c := range []string{"spindle_plugin", "spindle_library", "openssh_controlmaster", "ssh_plugin", "floor_plugin"} {
+	for _, c := range []string{"spindle_plugin", "spindle_library", "openssh_controlmaster", "ssh_plugin", "floor_plugin", "ipc_floor"} {
 		if v, _ := ns[c].(float64); v <= 0 {
 			t.Errorf("ansible_exec_true: %s %v: %v", c, ns[c], hot)
 		}
+	}
+	if r, _ := hot["spindle_plugin_vs_floor"].(float64); r <= 0 {
+		t.Errorf("ansible_exec_true: no spindle_plugin_vs_floor: %v", hot)
 	}
 	phases, _ := hot["phases_ns"].(map[string]any)
 	if p, _ := phases["ssh_plugin"].(map[string]any); p == nil || p["exec"].(float64) <= 0 {
