@@ -28,7 +28,7 @@ import (
 	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/exec"
-	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/modules/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -227,7 +227,7 @@ func delta(parts []exec.StdinPart, ref []byte, sum [sha256.Size]byte, cur []byte
 // IsNotStored says that err is the agent's answer for a hash its module
 // store lacks: nothing ran, and the bytes must be sent again.
 func IsNotStored(err error) bool {
-	return errors.Is(err, errkind.ErrNotFound) && strings.Contains(err.Error(), modules.NotStored)
+	return errors.Is(err, errkind.ErrNotFound) && strings.Contains(err.Error(), store.NotStored)
 }
 
 // Result is a module run's outcome: what Ansible's connection returns.

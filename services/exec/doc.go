@@ -23,7 +23,7 @@
 // the agent: its bytes go into the agent's module store with the first
 // call, later calls name its sha256, and the agent materialises it once
 // as a 0500 file in its private 0700 cache directory
-// (modules.Materialize).
+// (store.Materialize, package services/modules/store).
 //
 // Every process runs in a process group of its own (a session of its own
 // with a PTY), so that the kill reaches its children too. The group also

@@ -9,16 +9,16 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/errkind"
-	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/modules/store"
 )
 
 // A program shipped in the call runs from the agent's cache directory;
 // the next call names it by hash alone.
 func TestExeFromStore(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "exe")
-	old := modules.ExeDir
-	modules.ExeDir = func() (string, error) { return dir, nil }
-	defer func() { modules.ExeDir = old }()
+	old := store.ExeDir
+	store.ExeDir = func() (string, error) { return dir, nil }
+	defer func() { store.ExeDir = old }()
 	c := newLocalCaller()
 	ctx := context.Background()
 	// A script prints where it runs from ($0) and its argument; a
@@ -50,7 +50,7 @@ func TestExeFromStore(t *testing.T) {
 		kind error
 		text string
 	}{
-		{"unknown hash", Cmd{Argv: []string{"x"}, Exe: &StdinPart{SHA256: unknown[:]}}, errkind.ErrNotFound, modules.NotStored},
+		{"unknown hash", Cmd{Argv: []string{"x"}, Exe: &StdinPart{SHA256: unknown[:]}}, errkind.ErrNotFound, store.NotStored},
 		{"wrong hash", Cmd{Argv: []string{"x"}, Exe: &StdinPart{Data: script, SHA256: unknown[:]}}, errkind.ErrBadArgs, "hash to"},
 		{"with a shell", Cmd{Shell: "x", Exe: &StdinPart{SHA256: sum[:]}}, errkind.ErrBadArgs, "needs Argv"},
 		{"a slice", Cmd{Argv: []string{"x"}, Exe: &StdinPart{SHA256: sum[:], Length: 3}}, errkind.ErrBadArgs, "slice"},

@@ -23,7 +23,7 @@ import (
 	"github.com/spindle-rpc/spindle/internal/tether"
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
-	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/modules/store"
 	"golang.org/x/sys/unix"
 )
 
@@ -47,7 +47,7 @@ func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 	parts = make([][]byte, len(c.StdinParts))
 	n := 0
 	for i, p := range c.StdinParts {
-		if parts[i], err = stdinPart(p, modules.Default); err != nil {
+		if parts[i], err = stdinPart(p, store.Default); err != nil {
 			return nil, fmt.Errorf("%s: stdin part %d: %w", method, i, err)
 		}
 		if n += len(parts[i]); n > MaxStdinParts {
@@ -70,7 +70,7 @@ func exePath(p *StdinPart) (string, error) {
 	}
 	sum := p.SHA256
 	if p.Data != nil {
-		stored, err := modules.Default.Put(p.Data)
+		stored, err := store.Default.Put(p.Data)
 		if err != nil {
 			return "", err
 		}
@@ -82,18 +82,18 @@ func exePath(p *StdinPart) (string, error) {
 	if sum == nil {
 		return "", errkind.Errorf(errkind.ErrBadArgs, "no bytes and no sha256")
 	}
-	return modules.Materialize(modules.Default, sum)
+	return store.Materialize(store.Default, sum)
 }
 
-// stdinPart is the bytes one stdin part stands for, in store.
-func stdinPart(p StdinPart, store *modules.Store) ([]byte, error) {
+// stdinPart is the bytes one stdin part stands for, in st.
+func stdinPart(p StdinPart, st *store.Store) ([]byte, error) {
 	if !p.Base64 {
-		return namedBytes(p, store)
+		return namedBytes(p, st)
 	}
 	if p.Offset != 0 || p.Length != 0 {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) is not encoded in base64", p.Offset, p.Length)
 	}
-	data, err := namedBytes(p, store)
+	data, err := namedBytes(p, st)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +106,7 @@ func stdinPart(p StdinPart, store *modules.Store) ([]byte, error) {
 }
 
 // namedBytes is the bytes a stdin part names, before any encoding.
-func namedBytes(p StdinPart, store *modules.Store) ([]byte, error) {
+func namedBytes(p StdinPart, st *store.Store) ([]byte, error) {
 	if p.Offset != 0 || p.Length != 0 {
 		if p.SHA256 == nil || p.Data != nil {
 			return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) names stored bytes by hash, with no data", p.Offset, p.Length)
@@ -116,7 +116,7 @@ func namedBytes(p StdinPart, store *modules.Store) ([]byte, error) {
 	case p.SHA256 == nil:
 		return p.Data, nil
 	case p.Data != nil:
-		sum, err := store.Put(p.Data)
+		sum, err := st.Put(p.Data)
 		if err != nil {
 			return nil, err
 		}
@@ -125,7 +125,7 @@ func namedBytes(p StdinPart, store *modules.Store) ([]byte, error) {
 		}
 		return p.Data, nil
 	}
-	data, err := store.Get(p.SHA256)
+	data, err := st.Get(p.SHA256)
 	if err != nil {
 		return nil, err
 	}

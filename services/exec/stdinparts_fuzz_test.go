@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/internal/testkit/allocs"
-	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/modules/store"
 )
 
 // stdinPartAllocs bounds what stdinPart allocates for a part naming
@@ -24,8 +24,8 @@ func FuzzStdinPart(f *testing.F) {
 	f.Add([]byte("x"), int64(-1), int64(1), true, false)
 	f.Add([]byte{}, int64(1)<<62, int64(1)<<62, false, false)
 	f.Fuzz(func(t *testing.T, stored []byte, offset, length int64, otherHash, b64 bool) {
-		store := modules.NewStore(1 << 20)
-		sum, err := store.Put(stored)
+		st := store.New(1 << 20)
+		sum, err := st.Put(stored)
 		if err != nil {
 			return
 		}
@@ -39,7 +39,7 @@ func FuzzStdinPart(f *testing.F) {
 			bound.PerByte, n = 2, len(stored)
 		}
 		allocs.Within(t, bound, n, "stdinPart", func() {
-			got, err = stdinPart(StdinPart{SHA256: sum[:], Offset: offset, Length: length, Base64: b64}, store)
+			got, err = stdinPart(StdinPart{SHA256: sum[:], Offset: offset, Length: length, Base64: b64}, st)
 		})
 		switch {
 		case err != nil:

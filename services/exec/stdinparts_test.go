@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/spindle-rpc/spindle/errkind"
-	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/modules/store"
 )
 
 // Stdin made of parts: bytes, a stored payload named by hash, bytes; a
@@ -25,7 +25,7 @@ func TestStdinParts(t *testing.T) {
 
 	// Named before it was sent: refused, and the command did not run.
 	_, err := runDirect(t, ctx, Cmd{Shell: "touch " + marker + "; cat", StdinParts: []StdinPart{{SHA256: sum[:]}}})
-	if !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), modules.NotStored) {
+	if !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), store.NotStored) {
 		t.Fatalf("a hash not stored: %v", err)
 	}
 	if res, _ := runDirect(t, ctx, Cmd{Argv: []string{"test", "-e", marker}}); res.ExitCode == 0 {
@@ -88,7 +88,7 @@ func TestStdinPartSlices(t *testing.T) {
 		}
 	}
 	var other [sha256.Size]byte
-	if _, err := runDirect(t, ctx, Cmd{Argv: []string{"cat"}, StdinParts: []StdinPart{{SHA256: other[:], Offset: 1, Length: 1}}}); !strings.Contains(fmt.Sprint(err), modules.NotStored) {
+	if _, err := runDirect(t, ctx, Cmd{Argv: []string{"cat"}, StdinParts: []StdinPart{{SHA256: other[:], Offset: 1, Length: 1}}}); !strings.Contains(fmt.Sprint(err), store.NotStored) {
 		t.Errorf("a slice of what the store lacks: %v", err)
 	}
 	// Many names of one stored payload cannot make an unbounded stdin.

@@ -62,11 +62,11 @@ type Cmd struct {
 	Stdin []byte `msgpack:"in,omitempty"`
 	// StdinParts, if set, are that first stdin instead (Stdin must be
 	// empty): each part's Data, or the bytes stored under its SHA256 in
-	// the agent's module store (services/modules), or a slice of them
+	// the agent's module store (services/modules/store), or a slice of them
 	// (Length). A part with both Data and SHA256 is stored there first,
 	// so that later calls name it by hash alone and its bytes cross the
 	// link once. A hash the store lacks fails the call before the
-	// process starts, with errkind.ErrNotFound and modules.NotStored in
+	// process starts, with errkind.ErrNotFound and store.NotStored in
 	// its text: send the part's Data again. Together the parts make at
 	// most MaxStdinParts bytes.
 	StdinParts []StdinPart `msgpack:"inp,omitempty"`
@@ -75,7 +75,7 @@ type Cmd struct {
 	// agent's module store, given as Data (stored then), SHA256 (stored
 	// before) or both, as a StdinPart without a slice. The agent
 	// materialises them once, in its private cache directory
-	// (modules.Materialize), and runs them from there. A hash the agent
+	// (store.Materialize), and runs them from there. A hash the agent
 	// has neither on disk nor in its store fails the call before
 	// anything starts, as for StdinParts: send Data again.
 	Exe *StdinPart `msgpack:"exe,omitempty"`

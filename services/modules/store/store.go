@@ -1,21 +1,24 @@
-// Package modules is the agent's store of what the controller ships by
+// Package store is the agent's store of what the controller ships by
 // content: Ansible modules' zips and wrappers, and programs to run. Each
 // entry is kept in RAM under its sha256, the least recently used ones
 // evicted past a bound, so that a payload sent once can be named by its
 // hash in every later call on the same agent (exec's stdin parts and
-// Cmd.Exe, package exec) instead of crossing the link again. A program
-// is materialised once as a file in the agent's private cache directory
-// (Materialize), the files bounded by MaxExeBytes.
+// Cmd.Exe, package exec; modules.Put) instead of crossing the link again.
+// A program is materialised once as a file in the agent's private cache
+// directory (Materialize), the files bounded by MaxExeBytes.
 //
 // A caller keeps track of what it sent, and sends the bytes again when
 // the agent says it does not have them (evicted, or a new agent): the
-// store is a cache, never the only copy.
-package modules
+// store is a cache, never the only copy. Package modules is the client
+// side.
+package store
 
 import (
 	"container/list"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/spindle-rpc/spindle/errkind"
@@ -28,6 +31,12 @@ const DefaultMax = 64 << 20
 // hold: the error crosses the wire as errkind.ErrNotFound with its text,
 // by which a caller tells it from other missing things.
 const NotStored = "not in the agent's module store"
+
+// IsNotStored says that err is an agent's answer for a hash its store
+// lacks: nothing ran, and the bytes must be sent again.
+func IsNotStored(err error) bool {
+	return errors.Is(err, errkind.ErrNotFound) && strings.Contains(err.Error(), NotStored)
+}
 
 // Store is a bounded content-addressed store; safe for concurrent use.
 type Store struct {
@@ -45,12 +54,12 @@ type entry struct {
 }
 
 // NewStore returns an empty store of at most max bytes.
-func NewStore(max int64) *Store {
+func New(max int64) *Store {
 	return &Store{max: max, lru: list.New(), m: map[[sha256.Size]byte]*list.Element{}}
 }
 
 // Default is the agent's store.
-var Default = NewStore(DefaultMax)
+var Default = New(DefaultMax)
 
 // Put stores data under its sha256, evicting the least recently used
 // entries to make room, and returns the hash. data is kept: the caller
@@ -59,7 +68,7 @@ var Default = NewStore(DefaultMax)
 func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
 	sum := sha256.Sum256(data)
 	if int64(len(data)) > s.max {
-		return sum, errkind.Errorf(errkind.ErrTooLarge, "modules: %d bytes do not fit in the module store of %d bytes: send them with the call instead", len(data), s.max)
+		return sum, errkind.Errorf(errkind.ErrTooLarge, "module store: %d bytes do not fit in the module store of %d bytes: send them with the call instead", len(data), s.max)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -84,20 +93,31 @@ func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
 func (s *Store) Get(sum []byte) ([]byte, error) {
 	var k [sha256.Size]byte
 	if len(sum) != len(k) {
-		return nil, errkind.Errorf(errkind.ErrBadArgs, "modules: a sha256 has %d bytes, not %d", len(k), len(sum))
+		return nil, errkind.Errorf(errkind.ErrBadArgs, "module store: a sha256 has %d bytes, not %d", len(sum), len(k))
 	}
 	copy(k[:], sum)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.m[k]
 	if !ok {
-		return nil, errkind.Errorf(errkind.ErrNotFound, "modules: sha256 %x is %s (evicted, or a new agent): send it again", sum, NotStored)
+		return nil, errkind.Errorf(errkind.ErrNotFound, "module store: sha256 %x is %s (evicted, or a new agent): send it again", sum, NotStored)
 	}
 	s.lru.MoveToFront(el)
 	return el.Value.(*entry).data, nil
 }
 
-// Len and Size are the entries held and their bytes.
+// Has says whether sum is stored, without making it recently used.
+func (s *Store) Has(sum [sha256.Size]byte) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.m[sum]
+	return ok
+}
+
+// Max is the store's bound in bytes: the largest entry it takes.
+func (s *Store) Max() int64 { return s.max }
+
+// Len is the entries held.
 func (s *Store) Len() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -1,4 +1,4 @@
-package modules
+package store
 
 import (
 	"bytes"
@@ -12,7 +12,7 @@ import (
 )
 
 func TestStore(t *testing.T) {
-	s := NewStore(10)
+	s := New(10)
 	a, b, c := []byte("aaaa"), []byte("bbbb"), []byte("cccc")
 	sa, err := s.Put(a)
 	if err != nil || sa != sha256.Sum256(a) {
@@ -57,7 +57,7 @@ func TestStore(t *testing.T) {
 }
 
 func TestStoreConcurrent(t *testing.T) {
-	s := NewStore(1 << 10)
+	s := New(1 << 10)
 	var wg sync.WaitGroup
 	for i := range 8 {
 		wg.Add(1)

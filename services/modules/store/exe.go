@@ -1,4 +1,4 @@
-package modules
+package store
 
 import (
 	"encoding/hex"
@@ -43,7 +43,7 @@ var exeMu sync.Mutex // one materialisation at a time per agent
 // with errkind.ErrNotFound and NotStored in its text, as Get does.
 func Materialize(store *Store, sum []byte) (string, error) {
 	if len(sum) != 32 {
-		return "", errkind.Errorf(errkind.ErrBadArgs, "modules: an executable's sha256 has %d bytes, not 32", len(sum))
+		return "", errkind.Errorf(errkind.ErrBadArgs, "module store: an executable's sha256 has %d bytes, not 32", len(sum))
 	}
 	dir, err := ExeDir()
 	if err != nil {
@@ -63,10 +63,10 @@ func Materialize(store *Store, sum []byte) (string, error) {
 		return "", err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return "", fmt.Errorf("modules: %w", err)
+		return "", fmt.Errorf("module store: %w", err)
 	}
 	if err := bootstrap.InstallFile(path, ".tmp-"+name[:16]+"-*", data, 0o500); err != nil {
-		return "", fmt.Errorf("modules: materialise %s: %w", name[:16], err)
+		return "", fmt.Errorf("module store: materialise %s: %w", name[:16], err)
 	}
 	prune(dir, path)
 	return path, nil

@@ -1,4 +1,4 @@
-package modules
+package store
 
 import (
 	"crypto/sha256"
@@ -26,7 +26,7 @@ func useExeDir(t *testing.T) string {
 
 func TestMaterialize(t *testing.T) {
 	dir := useExeDir(t)
-	s := NewStore(1 << 20)
+	s := New(1 << 20)
 	script := []byte("#!/bin/sh\necho \"ran $1\"\n")
 	sum, err := s.Put(script)
 	if err != nil {
@@ -52,7 +52,7 @@ func TestMaterialize(t *testing.T) {
 	// the bytes.
 	var before syscall.Stat_t
 	syscall.Stat(path, &before)
-	empty := NewStore(1 << 20)
+	empty := New(1 << 20)
 	again, err := Materialize(empty, sum[:])
 	var after syscall.Stat_t
 	syscall.Stat(path, &after)
@@ -76,7 +76,7 @@ func TestMaterializeBounded(t *testing.T) {
 	old := maxExeBytes
 	maxExeBytes = 2500
 	defer func() { maxExeBytes = old }()
-	s := NewStore(1 << 20)
+	s := New(1 << 20)
 	var paths []string
 	for i := range 3 {
 		data := append([]byte("#!/bin/sh\n"), make([]byte, 1000)...)
