@@ -25,8 +25,11 @@ type RunnerStat struct {
 	Preloaded []string `msgpack:"pre"`
 }
 
-// Register registers modules.Runners on reg.
+// Register registers modules.Put, modules.Has and modules.Runners on
+// reg.
 func Register(reg *rpc.Registry) {
+	reg.Handle(MethodPut, handlePut)
+	reg.Handle(MethodHas, handleHas)
 	reg.Handle(MethodRunners, func(ctx context.Context, call *rpc.Call) (any, error) {
 		var out []RunnerStat
 		for _, s := range pyrunner.Default.Stats() {
