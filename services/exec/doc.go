@@ -23,7 +23,12 @@
 // the agent: its bytes go into the agent's module store with the first
 // call, later calls name its sha256, and the agent materialises it once
 // as a 0500 file in its private 0700 cache directory
-// (store.Materialize, package services/modules/store).
+// (store.Materialize, package services/modules/store). With
+// Cmd.ExeMemfd it runs from a memfd instead, written nowhere; that is
+// off by default, since kernels with vm.memfd_noexec=2, SELinux and
+// seccomp policies refuse it and EDR tools alert on fileless execution,
+// and where refused the call fails saying so (no silent fallback).
+// Package modules is the client side: Put, Run, Program.
 //
 // Every process runs in a process group of its own (a session of its own
 // with a PTY), so that the kill reaches its children too. The group also

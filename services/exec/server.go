@@ -169,10 +169,11 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 	defer cancel()
 	// No context for os/exec: it would start a goroutine per command to
 	// watch it; captured applies tctx itself.
-	cmd, err := prepare(context.Background(), &c, MethodRun)
+	cmd, release, err := prepare(context.Background(), &c, MethodRun)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	if len(c.Stdin) > 0 {
 		cmd.Stdin = bytes.NewReader(c.Stdin)
 	} else if null, err := devNull(); err == nil {
@@ -216,10 +217,11 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 		return nil, err
 	}
 	defer cancel()
-	cmd, err := prepare(tctx, &c, MethodStart)
+	cmd, release, err := prepare(tctx, &c, MethodStart)
 	if err != nil {
 		return nil, err
 	}
+	defer release()
 	fw := &frameWriter{w: circ}
 	// Once the process is being killed nobody needs its stdin, and a caller
 	// that stopped reading must not keep the handler blocked on output
@@ -465,44 +467,63 @@ func withTimeout(ctx context.Context, c *Cmd, method string) (context.Context, c
 
 // prepare validates c and builds the command, in its own process group and
 // killed as a group when ctx is done. Started with tether.Start, the group
-// is also killed when the agent dies.
-func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
+// is also killed when the agent dies. release frees what the command
+// needed to start (Cmd.ExeMemfd's memfd): call it once it started, or
+// will not.
+func prepare(ctx context.Context, c *Cmd, method string) (cmd *osexec.Cmd, release func(), err error) {
 	var argv []string
 	switch {
 	case len(c.Argv) > 0 && c.Shell != "":
-		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: both Argv and Shell are set", method)
+		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: both Argv and Shell are set", method)
 	case c.Shell != "":
 		argv = []string{"/bin/sh", "-c", c.Shell}
 	case len(c.Argv) > 0 && c.Argv[0] != "":
 		argv = c.Argv
 	default:
-		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: no command (set Argv or Shell)", method)
+		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: no command (set Argv or Shell)", method)
 	}
 	env, err := buildEnv(c)
 	if err != nil {
-		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: %v", method, err)
+		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: %v", method, err)
 	}
 	prog := argv[0]
-	if c.Exe != nil {
-		if len(c.Argv) == 0 {
-			return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: Exe needs Argv (its first word the process's argv[0])", method)
+	var memfd *os.File
+	var memfdExtra bool
+	switch {
+	case c.Exe == nil && c.ExeMemfd:
+		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: ExeMemfd without Exe", method)
+	case c.Exe != nil && len(c.Argv) == 0:
+		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: Exe needs Argv (its first word the process's argv[0])", method)
+	case c.Exe != nil && c.ExeMemfd:
+		if prog, memfd, memfdExtra, err = exeMemfd(c.Exe); err != nil {
+			return nil, nil, fmt.Errorf("%s %s: executable: %w", method, argv[0], err)
 		}
+	case c.Exe != nil:
 		if prog, err = exePath(c.Exe); err != nil {
-			return nil, fmt.Errorf("%s %s: executable: %w", method, argv[0], err)
+			return nil, nil, fmt.Errorf("%s %s: executable: %w", method, argv[0], err)
 		}
+	}
+	release = func() {}
+	if memfd != nil {
+		release = func() { memfd.Close() }
+		defer func() {
+			if err != nil {
+				memfd.Close()
+			}
+		}()
 	}
 	if c.Dir != "" {
 		// The child's chdir error would be reported as "fork/exec <argv0>:
 		// no such file or directory", blaming the program.
 		fi, err := os.Stat(c.Dir)
 		if err != nil {
-			return nil, startError(method, argv[0], fmt.Errorf("working directory: %w", err))
+			return nil, nil, startError(method, argv[0], fmt.Errorf("working directory: %w", err))
 		}
 		if !fi.IsDir() {
-			return nil, errkind.Errorf(errkind.ErrNotFound, "%s %s: working directory %s is not a directory", method, argv[0], c.Dir)
+			return nil, nil, errkind.Errorf(errkind.ErrNotFound, "%s %s: working directory %s is not a directory", method, argv[0], c.Dir)
 		}
 	}
-	cmd := osexec.CommandContext(ctx, prog, argv[1:]...)
+	cmd = osexec.CommandContext(ctx, prog, argv[1:]...)
 	cmd.Args[0] = argv[0]
 	cmd.Env = env
 	cmd.Dir = c.Dir
@@ -516,7 +537,10 @@ func prepare(ctx context.Context, c *Cmd, method string) (*osexec.Cmd, error) {
 		return nil
 	}
 	cmd.WaitDelay = WaitDelay
-	return cmd, nil
+	if memfdExtra {
+		cmd.ExtraFiles = []*os.File{memfd}
+	}
+	return cmd, release, nil
 }
 
 func buildEnv(c *Cmd) ([]string, error) {
@@ -573,6 +597,8 @@ func startError(method, prog string, err error) error {
 	switch {
 	case errors.Is(err, osexec.ErrNotFound), errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
 		return errkind.Errorf(errkind.ErrNotFound, "%s %s: %v", method, prog, err)
+	case isMemfdPath(prog) && (errors.Is(err, syscall.EACCES) || errors.Is(err, syscall.EPERM)):
+		return fmt.Errorf("%s %s: %w", method, prog, memfdRefused("execve of the memfd", err))
 	case errors.Is(err, fs.ErrPermission), errors.Is(err, osexec.ErrDot):
 		return errkind.Errorf(errkind.ErrPermission, "%s %s: %v", method, prog, err)
 	}

@@ -79,6 +79,17 @@ type Cmd struct {
 	// has neither on disk nor in its store fails the call before
 	// anything starts, as for StdinParts: send Data again.
 	Exe *StdinPart `msgpack:"exe,omitempty"`
+	// ExeMemfd runs Exe from a memfd (memfd_create, then execve of
+	// /proc/self/fd/N) instead of a file in the cache directory: nothing
+	// is written to a file system. It is off by default: kernels with
+	// vm.memfd_noexec=2, SELinux and seccomp policies refuse it, and
+	// EDR tools flag it as fileless execution. Where the kernel refuses,
+	// the call fails with errkind.ErrPermission, saying so, and nothing
+	// ran: there is no silent fallback (leave ExeMemfd off for the cache
+	// directory). A #! script gets its memfd as fd 3, which its
+	// interpreter opens by path; a binary inherits nothing. The bytes
+	// come from Data or the store (not from the cache directory).
+	ExeMemfd bool `msgpack:"memfd,omitempty"`
 	// Python, if set, lets the agent run the command in a fork of its
 	// warm Python runner (internal/pyrunner) instead of starting it, for
 	// exec.Start without a PTY: the command (Shell or Argv) must be one
