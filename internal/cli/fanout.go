@@ -153,6 +153,9 @@ type fanoutOptions struct {
 	// raw (--raw): targets' output as it came, control characters
 	// included; by default they are escaped (lineWriter says why).
 	raw bool
+	// ship (--ship): the local program that runs, from each agent's
+	// module store.
+	ship *shipFlags
 }
 
 // maxBroadcastInput is how much standard input --stdin keeps in memory
@@ -230,7 +233,8 @@ func (g *globals) runMany(ctx stdctx.Context, targets, argv []string, opts fanou
 			return err
 		}
 	}
-	daemon := g.persist > 0 && g.daemonUp()
+	// The daemon runs command lines; a shipped program runs here.
+	daemon := g.persist > 0 && (opts.ship == nil || !opts.ship.shipping()) && g.daemonUp()
 	ctx, sig, stop := SignalContext(ctx)
 	defer stop()
 	// Targets run here, on connections of this process's, unless the
@@ -420,11 +424,11 @@ func (g *globals) runOne(ctx stdctx.Context, r *target.Routes, target string, ch
 	var collected *cappedBuffer
 	if opts.group {
 		collected = &cappedBuffer{max: maxGroupedOutput}
-		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.commandInput(), collected, collected)
+		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.ship, opts.commandInput(), collected, collected)
 	} else {
 		stdout := &lineWriter{mu: outMu, out: g.stdout, prefix: target + ": ", raw: opts.raw}
 		stderr := &lineWriter{mu: errMu, out: g.stderr, prefix: target + ": ", raw: opts.raw}
-		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.commandInput(), stdout, stderr)
+		res, err = runStreaming(ctx, cx, exec.Cmd{Argv: argv}, opts.ship, opts.commandInput(), stdout, stderr)
 		stdout.Close()
 		stderr.Close()
 	}

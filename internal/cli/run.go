@@ -22,6 +22,7 @@ var loginShell = []string{"/bin/sh", "-c", `exec "${SHELL:-/bin/sh}" -l`}
 func newRunCmd(g *globals) *cobra.Command {
 	var forward forwardFlags
 	var fanout fanoutOptions
+	var ship shipFlags
 	c := forwardFlag(&cobra.Command{
 		Use:               "run TARGET... -- CMD [ARGS...]",
 		ValidArgsFunction: g.completeTarget,
@@ -64,7 +65,17 @@ be reached), and a last line on standard error lists the targets that
 failed. With --persist, every target runs through the daemon, on the
 connections it keeps (their hops shared there too), and the next such
 run takes a few milliseconds per round of --fanout targets. -L, -R and
--D do not apply.`,
+-D do not apply.
+
+--ship FILE runs the local program FILE instead of CMD, the words after
+-- its arguments (spindle run web1 --ship ./tool -- -v): its bytes cross
+the link once per agent, kept by hash in the agent's RAM store, and the
+agent writes it once into its private cache directory (0700) and runs it
+from there; the next run names it by hash alone. --memfd runs it from a
+memfd instead, written nowhere: off by default because kernels with
+vm.memfd_noexec=2, SELinux or seccomp policies refuse it (the run then
+fails, saying so) and EDR tools alert on fileless execution. With
+--ship, runs do not go through the --persist daemon.`,
 		Example: `  spindle run local -- uname -a
   echo hi | spindle run local -- cat
   spindle run deploy@web1 -- systemctl status nginx
@@ -74,10 +85,11 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
   spindle run -R 3128:localhost:3128 web1 -- env https_proxy=http://127.0.0.1:3128 apt-get update
   spindle run -J bastion web1 web2 web3,sudo -- systemctl is-active nginx
   spindle run --fanout 64 @hosts.txt -- uptime
-  spindle run --stdin @hosts.txt -- sh -s < fix-dns.sh`,
+  spindle run --stdin @hosts.txt -- sh -s < fix-dns.sh
+  spindle run web1 web2 --ship ./healthcheck -- --verbose`,
 		Args: func(c *cobra.Command, args []string) error {
 			if at := c.ArgsLenAtDash(); at > 1 || at == 1 && isTargetList(args[0]) { // several targets
-				if len(args) == at {
+				if len(args) == at && !ship.shipping() {
 					return &usageError{cmd: c.CommandPath(), err: errors.New("run needs a command after the targets: spindle run TARGET... -- CMD [ARGS...]")}
 				}
 				return nil
@@ -85,7 +97,7 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
 			if err := targetArgs(true)(c, args); err != nil {
 				return err
 			}
-			if len(args) < 2 {
+			if len(args) < 2 && !ship.shipping() {
 				return &usageError{cmd: c.CommandPath(), err: errors.New("run needs a command after the target: spindle run TARGET -- CMD [ARGS...]")}
 			}
 			return nil
@@ -93,6 +105,9 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
 		RunE: func(c *cobra.Command, args []string) error {
 			ports, err := forward.ports.parse(c.CommandPath())
 			if err != nil {
+				return err
+			}
+			if err := ship.load(c.CommandPath()); err != nil {
 				return err
 			}
 			if at := c.ArgsLenAtDash(); at > 1 || at == 1 && isTargetList(args[0]) {
@@ -107,9 +122,10 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
 					return err
 				}
 				fanout.forwardAgent = forward.agent
-				return g.runMany(c.Context(), targets, args[at:], fanout)
+				fanout.ship = &ship
+				return g.runMany(c.Context(), targets, ship.argv(args[at:]), fanout)
 			}
-			if g.persist > 0 && ports.empty() {
+			if g.persist > 0 && ports.empty() && !ship.shipping() {
 				if handled, err := g.runPersistent(args[0], args[1:], persistOpts{forwardAgent: forward.agent}); handled {
 					return err
 				}
@@ -126,11 +142,12 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
 				return err
 			}
 			defer stopFwd()
-			res, err := runStreaming(ctx, s.cx, exec.Cmd{Argv: args[1:]}, g.stdin, g.stdout, g.stderr)
+			res, err := runStreaming(ctx, s.cx, exec.Cmd{Argv: ship.argv(args[1:])}, &ship, g.stdin, g.stdout, g.stderr)
 			return commandExit(res, err, sig())
 		},
 	}, &forward)
 	persistFlag(c, g)
+	ship.add(c)
 	c.Flags().IntVar(&fanout.fanout, "fanout", defaultFanout, "with several targets: how many to connect to and run on at once")
 	c.Flags().BoolVar(&fanout.stdin, "stdin", false, "with several targets: read standard input to its end (64 MiB at most) and give every command a copy, as one target's command would read it")
 	c.Flags().BoolVar(&fanout.raw, "raw", false, "with several targets: print the targets' output with its control characters as they came, instead of escaped (\\r, \\x1b...)")
@@ -138,11 +155,11 @@ run takes a few milliseconds per round of --fanout targets. -L, -R and
 	return c
 }
 
-// runStreaming runs cmd through exec.Start: stdin is copied to the process
+// runStreaming runs cmd through exec.Start (ship's, for --ship): stdin is copied to the process
 // (and half-closed at EOF) by a goroutine that is not waited for, since a
 // read from a terminal cannot be interrupted; output is copied as it comes.
-func runStreaming(ctx stdctx.Context, cx *spindle.Context, cmd exec.Cmd, stdin io.Reader, stdout, stderr io.Writer) (*exec.Result, error) {
-	p, err := exec.Start(ctx, cx, cmd)
+func runStreaming(ctx stdctx.Context, cx *spindle.Context, cmd exec.Cmd, ship *shipFlags, stdin io.Reader, stdout, stderr io.Writer) (*exec.Result, error) {
+	p, err := ship.start(ctx, cx, cmd)
 	if err != nil {
 		return nil, err
 	}
