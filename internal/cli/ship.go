@@ -24,7 +24,7 @@ type shipFlags struct {
 }
 
 func (s *shipFlags) add(c *cobra.Command) {
-	c.Flags().StringVar(&s.path, "ship", "", "run this local program on the targets instead of one of theirs, the arguments after -- its arguments: it crosses the link once per agent (kept by hash in the agent's RAM store) and is written once into the agent's private cache directory")
+	c.Flags().StringVar(&s.path, "ship", "", "run the local program `FILE` on the targets instead of one of theirs, the arguments after -- its arguments: it crosses the link once per agent (kept by hash in the agent's RAM store) and is written once into the agent's private cache directory")
 	c.Flags().BoolVar(&s.memfd, "memfd", false, "with --ship: run the program from a memfd instead of the cache directory (fails where the kernel forbids it: vm.memfd_noexec=2, seccomp, SELinux)")
 }
 
