@@ -25,7 +25,12 @@ type Link struct {
 	sess     *yamux.Session
 	bus      net.Conn
 	toParent bool // this link leads to our parent
-	maxFrame int  // the largest frame we read
+	// child is, on a child link, the id of the context at its far end
+	// (AddChild's id): the one context that may make upcalls on this
+	// link (AcceptChild), where its descendants, also routed through it,
+	// may not.
+	child    uint32
+	maxFrame int // the largest frame we read
 	// peerFrame and peerHeader are the largest bus frame and circuit
 	// header the peer reads (SetPeerMaxFrame).
 	peerFrame, peerHeader atomic.Int64

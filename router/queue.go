@@ -105,6 +105,12 @@ func (q *outQueue) wakeWaiters() {
 //     parent link's reader never waits, a cancel is never refused, and
 //     the calls already let in bound these.
 func (l *Link) send(ctx context.Context, m *Message, from *Link) error {
+	return l.enqueue(ctx, m, from, false)
+}
+
+// enqueue is send; with wait, m waits for room as a call that
+// originates here does (Router.Answer).
+func (l *Link) enqueue(ctx context.Context, m *Message, from *Link, wait bool) error {
 	if err := l.checkFrame(m, false); err != nil {
 		return err
 	}
@@ -120,7 +126,7 @@ func (l *Link) send(ctx context.Context, m *Message, from *Link) error {
 			n := q.queued
 			q.mu.Unlock()
 			return &stalledError{link: l.name, queued: n}
-		case m.Handle == HandleCall, from != nil && !from.toParent:
+		case wait, m.Handle == HandleCall, from != nil && !from.toParent:
 			if err := q.waitRoom(ctx); err != nil {
 				q.mu.Unlock()
 				return err

@@ -105,12 +105,25 @@ const (
 	AcceptSource
 	// AcceptChildren takes messages from any descendant (log records).
 	AcceptChildren
+	// AcceptChild takes only messages that arrived on a child link from
+	// the child at its far end itself, not from that child's own
+	// descendants (which the link also routes): upcalls, the requests a
+	// child makes of its parent (HandleUpcall). A grandchild asks its own
+	// parent, never past it.
+	AcceptChild
 )
 
 // Receiver is the destination of a handle.
 type Receiver struct {
 	Accept Accept
 	Source uint32
+	// Admit, if set, runs before Deliver on the same goroutine, once the
+	// message has passed Accept's rule: an error refuses the message as
+	// any breach of the policy is (dropped, nothing sent back, logged at
+	// warn with the error as its reason, rate-limited per link). It
+	// checks what a child may send an upcall receiver (its kind, its
+	// size) and must not block.
+	Admit func(*Message) error
 	// Deliver runs on the reading goroutine of the link the message came
 	// from, and must not block. A message with a Circuit must have its
 	// circuit closed by Deliver or by whatever it hands it to.
@@ -288,6 +301,31 @@ func (r *Router) SendContext(ctx context.Context, m *Message) error {
 	return l.send(ctx, m, nil)
 }
 
+// Answer sends m, the answer to an upcall (a request a child made of
+// this router at HandleUpcall), toward that child; m.Src is set to our
+// id. A reply to a call from an ancestor is queued past a full link
+// queue, since the calls let in bound those; how many upcalls a child
+// makes is its own choice, so an answer waits for room in the queue
+// as a call does, until ctx is done, and with a ctx already done is
+// dropped (ctx's error) when the queue is full. What a child that asks
+// without reading makes its parent hold is thus at most the queue's
+// limit (linkQueueLimit) and one frame per answer being sent.
+func (r *Router) Answer(ctx context.Context, m *Message) error {
+	m.Src = r.id
+	r.mu.RLock()
+	if r.closed {
+		r.mu.RUnlock()
+		return ErrClosed
+	}
+	l := r.routes[m.Dst]
+	name := r.nameLocked(m.Dst)
+	r.mu.RUnlock()
+	if l == nil {
+		return fmt.Errorf("%w to %s (answers go to children only)", ErrNoRoute, name)
+	}
+	return l.enqueue(ctx, m, nil, true)
+}
+
 // receive handles a message that arrived on link from.
 func (r *Router) receive(m *Message, from *Link) {
 	r.mu.RLock()
@@ -311,6 +349,14 @@ func (r *Router) receive(m *Message, from *Link) {
 		if err := r.deliverLocal(m, from); err != nil {
 			r.refuse(m, from, err.Error())
 		}
+		return
+	}
+	if m.Handle == HandleUpcall && !from.toParent {
+		// An upcall is for the sender's parent, which serves it or asks
+		// its own parent in its own name: it is never forwarded up, so
+		// nothing below can put a request to a grandparent or to the
+		// controller.
+		r.refuse(m, from, "upcalls go to the parent only")
 		return
 	}
 	r.mu.RLock()
@@ -353,6 +399,11 @@ func (r *Router) deliverLocal(m *Message, from *Link) error {
 			// attack or a bug, not a missing service.
 			return fmt.Errorf("service calls come from ancestors only (handle %d)", m.Handle)
 		}
+		if from != nil && !from.toParent && m.Handle == HandleUpcall {
+			// Only agents serve upcalls: the controller does no work
+			// for anything below it.
+			return fmt.Errorf("no upcalls are served on %s", r.Name(r.id))
+		}
 		if from != nil {
 			r.bounce(m, from, fmt.Sprintf("no receiver for handle %d on %s", m.Handle, r.Name(r.id)))
 			return nil
@@ -372,8 +423,17 @@ func (r *Router) deliverLocal(m *Message, from *Link) error {
 		if from == nil || from.toParent {
 			return fmt.Errorf("handle %d takes messages from descendants only", m.Handle)
 		}
+	case AcceptChild:
+		if from == nil || from.toParent || m.Src != from.child {
+			return fmt.Errorf("handle %d takes messages from a direct child only, each on its own link", m.Handle)
+		}
 	default:
 		return fmt.Errorf("handle %d accepts nothing", m.Handle)
+	}
+	if rc.Admit != nil {
+		if err := rc.Admit(m); err != nil {
+			return err
+		}
 	}
 	rc.Deliver(m)
 	return nil
@@ -462,6 +522,7 @@ func (r *Router) AddChild(ctx context.Context, conn io.ReadWriteCloser, id uint3
 		l.close(nil)
 		return nil, fmt.Errorf("context id %d is already in use", id)
 	}
+	l.child = id
 	r.routes[id] = l
 	r.names[id] = name
 	r.children[l] = struct{}{}
