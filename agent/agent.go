@@ -34,6 +34,8 @@ import (
 	"github.com/spindle-rpc/spindle/services/connect"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/modules/store"
+	"github.com/spindle-rpc/spindle/services/modules/upcall"
 	"github.com/spindle-rpc/spindle/services/tunnel"
 	"golang.org/x/sys/unix"
 
@@ -271,6 +273,9 @@ func Run(ctx context.Context, args bootstrap.AgentArgs, in io.Reader, out io.Wri
 		fn(rt, reg)
 	}
 	children := connect.Register(reg, connect.Host{Router: rt, Logger: log, Verbosity: args.Verbosity})
+	// Children ask for module store entries they lack, and this agent
+	// asks its parent when that is an agent (never the controller).
+	upcalls := upcall.Serve(rt, args.Parent, store.Default, log)
 	srv := rpc.NewServer(rt, reg, log)
 
 	hello := bootstrap.Hello{Proto: router.ProtocolVersion, Version: version.Version,
@@ -285,6 +290,7 @@ func Run(ctx context.Context, args bootstrap.AgentArgs, in io.Reader, out io.Wri
 	}
 	err := rt.Serve(ctx, conn, "parent")
 	srv.Close()
+	upcalls.Close()
 	children.Close()
 	rt.Close()
 	return err

@@ -2,6 +2,7 @@ package exec
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/spindle-rpc/spindle/errkind"
 	"github.com/spindle-rpc/spindle/services/modules/store"
+	"github.com/spindle-rpc/spindle/services/modules/upcall"
 	"golang.org/x/sys/unix"
 )
 
@@ -31,7 +33,7 @@ const memfdFallback = "leave Cmd.ExeMemfd off (spindle run: without --memfd) to 
 // after the exec, so a script gets the memfd as its fd 3 (ExtraFiles)
 // and runs as /proc/self/fd/3. The caller closes the returned file once
 // the process started.
-func exeMemfd(p *StdinPart) (path string, f *os.File, extra bool, err error) {
+func exeMemfd(ctx context.Context, p *StdinPart) (path string, f *os.File, extra bool, err error) {
 	if p.Offset != 0 || p.Length != 0 {
 		return "", nil, false, errkind.Errorf(errkind.ErrBadArgs, "a slice of stored bytes is no program")
 	}
@@ -46,7 +48,7 @@ func exeMemfd(p *StdinPart) (path string, f *os.File, extra bool, err error) {
 			return "", nil, false, errkind.Errorf(errkind.ErrBadArgs, "its bytes hash to %x, not %x", sum, p.SHA256)
 		}
 	case p.SHA256 != nil:
-		if data, err = store.Default.Get(p.SHA256); err != nil {
+		if data, err = upcall.Fetch(ctx, store.Default, p.SHA256); err != nil {
 			return "", nil, false, err
 		}
 	default:

@@ -24,6 +24,7 @@ import (
 	"github.com/spindle-rpc/spindle/rpc"
 	"github.com/spindle-rpc/spindle/services/agentfwd"
 	"github.com/spindle-rpc/spindle/services/modules/store"
+	"github.com/spindle-rpc/spindle/services/modules/upcall"
 	"golang.org/x/sys/unix"
 )
 
@@ -37,7 +38,7 @@ func Register(reg *rpc.Registry) {
 // joinStdinParts makes c.Stdin of c.StdinParts, storing the parts that
 // come with their bytes and fetching those named by hash from the
 // module store.
-func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
+func joinStdinParts(ctx context.Context, c *Cmd, method string) (parts [][]byte, err error) {
 	if len(c.StdinParts) == 0 {
 		return nil, nil
 	}
@@ -47,7 +48,7 @@ func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 	parts = make([][]byte, len(c.StdinParts))
 	n := 0
 	for i, p := range c.StdinParts {
-		if parts[i], err = stdinPart(p, store.Default); err != nil {
+		if parts[i], err = stdinPart(ctx, p, store.Default); err != nil {
 			return nil, fmt.Errorf("%s: stdin part %d: %w", method, i, err)
 		}
 		if n += len(parts[i]); n > MaxStdinParts {
@@ -64,7 +65,7 @@ func joinStdinParts(c *Cmd, method string) (parts [][]byte, err error) {
 
 // exePath is the path of Cmd.Exe's program, materialised from the
 // module store.
-func exePath(p *StdinPart) (string, error) {
+func exePath(ctx context.Context, p *StdinPart) (string, error) {
 	if p.Offset != 0 || p.Length != 0 {
 		return "", errkind.Errorf(errkind.ErrBadArgs, "a slice of stored bytes is no program")
 	}
@@ -82,18 +83,27 @@ func exePath(p *StdinPart) (string, error) {
 	if sum == nil {
 		return "", errkind.Errorf(errkind.ErrBadArgs, "no bytes and no sha256")
 	}
-	return store.Materialize(store.Default, sum)
+	path, err := store.Materialize(store.Default, sum)
+	if errors.Is(err, errkind.ErrNotFound) {
+		// Neither on disk nor in the store: asked of the parent agent,
+		// stored, and materialised from there.
+		if _, ferr := upcall.Fetch(ctx, store.Default, sum); ferr != nil {
+			return "", ferr
+		}
+		path, err = store.Materialize(store.Default, sum)
+	}
+	return path, err
 }
 
 // stdinPart is the bytes one stdin part stands for, in st.
-func stdinPart(p StdinPart, st *store.Store) ([]byte, error) {
+func stdinPart(ctx context.Context, p StdinPart, st *store.Store) ([]byte, error) {
 	if !p.Base64 {
-		return namedBytes(p, st)
+		return namedBytes(ctx, p, st)
 	}
 	if p.Offset != 0 || p.Length != 0 {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) is not encoded in base64", p.Offset, p.Length)
 	}
-	data, err := namedBytes(p, st)
+	data, err := namedBytes(ctx, p, st)
 	if err != nil {
 		return nil, err
 	}
@@ -106,7 +116,7 @@ func stdinPart(p StdinPart, st *store.Store) ([]byte, error) {
 }
 
 // namedBytes is the bytes a stdin part names, before any encoding.
-func namedBytes(p StdinPart, st *store.Store) ([]byte, error) {
+func namedBytes(ctx context.Context, p StdinPart, st *store.Store) ([]byte, error) {
 	if p.Offset != 0 || p.Length != 0 {
 		if p.SHA256 == nil || p.Data != nil {
 			return nil, errkind.Errorf(errkind.ErrBadArgs, "a slice (offset %d, length %d) names stored bytes by hash, with no data", p.Offset, p.Length)
@@ -125,7 +135,7 @@ func namedBytes(p StdinPart, st *store.Store) ([]byte, error) {
 		}
 		return p.Data, nil
 	}
-	data, err := st.Get(p.SHA256)
+	data, err := upcall.Fetch(ctx, st, p.SHA256)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +159,7 @@ func handleRun(ctx context.Context, call *rpc.Call) (any, error) {
 	if c.PTY {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: a PTY needs exec.Start", MethodRun)
 	}
-	if _, err := joinStdinParts(&c, MethodRun); err != nil {
+	if _, err := joinStdinParts(ctx, &c, MethodRun); err != nil {
 		return nil, err
 	}
 	limit := c.MaxOutput
@@ -208,7 +218,7 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 	if c.MaxOutput < 0 {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: negative MaxOutput", MethodStart)
 	}
-	parts, err := joinStdinParts(&c, MethodStart)
+	parts, err := joinStdinParts(ctx, &c, MethodStart)
 	if err != nil {
 		return nil, err
 	}
@@ -495,11 +505,11 @@ func prepare(ctx context.Context, c *Cmd, method string) (cmd *osexec.Cmd, relea
 	case c.Exe != nil && len(c.Argv) == 0:
 		return nil, nil, errkind.Errorf(errkind.ErrBadArgs, "%s: Exe needs Argv (its first word the process's argv[0])", method)
 	case c.Exe != nil && c.ExeMemfd:
-		if prog, memfd, memfdExtra, err = exeMemfd(c.Exe); err != nil {
+		if prog, memfd, memfdExtra, err = exeMemfd(ctx, c.Exe); err != nil {
 			return nil, nil, fmt.Errorf("%s %s: executable: %w", method, argv[0], err)
 		}
 	case c.Exe != nil:
-		if prog, err = exePath(c.Exe); err != nil {
+		if prog, err = exePath(ctx, c.Exe); err != nil {
 			return nil, nil, fmt.Errorf("%s %s: executable: %w", method, argv[0], err)
 		}
 	}

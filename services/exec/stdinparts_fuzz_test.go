@@ -2,6 +2,7 @@ package exec
 
 import (
 	"bytes"
+	"context"
 	"encoding/base64"
 	"testing"
 
@@ -39,7 +40,7 @@ func FuzzStdinPart(f *testing.F) {
 			bound.PerByte, n = 2, len(stored)
 		}
 		allocs.Within(t, bound, n, "stdinPart", func() {
-			got, err = stdinPart(StdinPart{SHA256: sum[:], Offset: offset, Length: length, Base64: b64}, st)
+			got, err = stdinPart(context.Background(), StdinPart{SHA256: sum[:], Offset: offset, Length: length, Base64: b64}, st)
 		})
 		switch {
 		case err != nil:
