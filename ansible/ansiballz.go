@@ -12,7 +12,11 @@ import (
 // A pipelined AnsiballZ payload's zip crosses the link once per agent
 // (package ansible/ansiballz): the endpoint remembers which agent has
 // which zip, so that later runs send the wrapper and the zip's hash
-// alone, with no failed call first. It remembers too the first wrapper
+// alone, with no failed call first. For a context below the first agent
+// of its chain (a become child, a later hop), the zip is stored in that
+// first agent instead, and the context's agent fetches it up the chain
+// (services/modules, upcalls): it crosses the controller's link once
+// for all the contexts of a chain. It remembers too the first wrapper
 // each agent stored for each zip, and sends later wrappers of that zip
 // as their differences from it (ansiballz.Wrapper.Delta).
 
@@ -60,6 +64,35 @@ func (s *storedZips) wrapper(cx *spindle.Context, sum [sha256.Size]byte) *ansiba
 func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool, w *ansiballz.Wrapper) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	a := s.agentLocked(cx)
+	a.hold(sum, stored)
+	if w != nil {
+		a.wrappers[sum] = w
+	} else {
+		delete(a.wrappers, sum)
+	}
+}
+
+// hold records whether cx's agent holds the zip sum, its wrappers left
+// as they are: for the first agent of a chain, which stores zips for
+// the contexts below it (Endpoint.zipAtRoot).
+func (s *storedZips) hold(cx *spindle.Context, sum [sha256.Size]byte, stored bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.agentLocked(cx).hold(sum, stored)
+}
+
+func (a *agentStore) hold(sum [sha256.Size]byte, stored bool) {
+	if stored {
+		a.zips[sum] = true
+	} else {
+		delete(a.zips, sum)
+	}
+}
+
+// agentLocked is cx's record, made if need be, its maps reset past
+// their bounds; s.mu is held.
+func (s *storedZips) agentLocked(cx *spindle.Context) *agentStore {
 	if s.m == nil {
 		s.m = map[*spindle.Context]*agentStore{}
 	}
@@ -81,16 +114,7 @@ func (s *storedZips) set(cx *spindle.Context, sum [sha256.Size]byte, stored bool
 	if a.wrappers == nil || len(a.wrappers) >= maxWrappers {
 		a.wrappers = map[[sha256.Size]byte]*ansiballz.Wrapper{}
 	}
-	if stored {
-		a.zips[sum] = true
-	} else {
-		delete(a.zips, sum)
-	}
-	if w != nil {
-		a.wrappers[sum] = w
-	} else {
-		delete(a.wrappers, sum)
-	}
+	return a
 }
 
 // pythonOnly recognises the command Ansible runs a pipelined module

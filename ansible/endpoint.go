@@ -21,6 +21,7 @@ import (
 	"github.com/spindle-rpc/spindle/hostvars"
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/fs"
+	"github.com/spindle-rpc/spindle/services/modules"
 	"github.com/spindle-rpc/spindle/target"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -435,14 +436,22 @@ func collect(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, out, errb *
 }
 
 // execAnsiballz runs cmd with an AnsiballZ payload's stdin, its zip
-// named by hash when cx's agent has it, sent with it otherwise (and
-// again if the agent lost it); its wrapper sent as its differences from
-// the one the agent holds for the zip, or in full for the agent to hold.
+// named by hash when cx's agent has it or can fetch it from the first
+// agent of its chain (zipAtRoot), sent with it otherwise (and again if
+// the agent lost it); its wrapper sent as its differences from the one
+// the agent holds for the zip, or in full for the agent to hold.
 func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd exec.Cmd, prefix, zip, suffix []byte, out, errb *bytes.Buffer, res **exec.Result) (bool, error) {
 	z := ansiballz.NewZip(zip)
 	sum := z.Sum
+	root := cx
+	for root.Parent() != nil {
+		root = root.Parent()
+	}
 	for attempt := 0; ; attempt++ {
 		withZip := attempt > 0 || !e.zips.has(cx, sum)
+		if withZip && attempt == 0 && root != cx && e.zipAtRoot(ctx, root, z) {
+			withZip = false // cx's agent fetches it up its chain
+		}
 		held := e.zips.wrapper(cx, sum)
 		var zipPart int
 		if attempt > 0 || held == nil {
@@ -462,9 +471,33 @@ func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd e
 		if attempt > 0 || !ansiballz.IsNotStored(err) {
 			return started, err
 		}
-		// Evicted from the agent's store: nothing ran; send it along.
+		// Evicted from the agent's store (or from the root's): nothing
+		// ran; send it along.
 		e.zips.set(cx, sum, false, nil)
+		if root != cx {
+			e.zips.hold(root, sum, false)
+		}
 	}
+}
+
+// zipAtRoot makes sure that root, the first agent of a chain (a direct
+// child of the controller), holds z, for a context further down that
+// chain: that context's agent, which lacks it, asks its parent, which
+// asks its own, up to root (services/modules, upcalls), and every agent
+// on the way keeps it. So a zip that several contexts of one chain run
+// (become users, later hops) crosses the controller's link once, and
+// each link below once. It says whether root holds it; false when root
+// could not store it (the zip then goes with the call).
+func (e *Endpoint) zipAtRoot(ctx context.Context, root *spindle.Context, z ansiballz.Zip) bool {
+	if e.zips.has(root, z.Sum) {
+		return true
+	}
+	if _, err := modules.Put(ctx, root, z.Bytes()); err != nil {
+		e.log().Debug("zip not stored in the first agent of the chain", zap.String("context", root.Name()), zap.Error(err))
+		return false
+	}
+	e.zips.hold(root, z.Sum, true)
+	return true
 }
 
 // exitStatus is a command's status as a shell reports it: 128+N for a

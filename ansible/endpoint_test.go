@@ -514,6 +514,53 @@ if __name__ == '__main__':
 	t.Logf("%d runs through ssh → ssh → sudo of a %d-byte zip in a %d-byte wrapper: %d bytes over the first link", runs, len(zip), len(payload)-len(zip), sent)
 }
 
+// One zip run under two become users of one host (two become children
+// of its agent) crosses the SSH connection once: the endpoint stores it
+// in the host's agent, and each become child fetches it from there
+// (services/modules, upcalls) instead of being sent it. The bytes are
+// counted on the SSH connection; two crossings would pass twice the zip.
+func TestAnsiballzZipSharedByBecomeUsers(t *testing.T) {
+	sshtest.Require(t)
+	sock := startDaemon(t)
+	h := newHost(t)
+	other := sshtest.CreateUser(t, "/bin/bash")
+	sudoers(t, h.u.Name+" ALL=(ALL:ALL) NOPASSWD: ALL")
+	proxy := sshtest.StartProxy(t, h.s.Addr(), 0)
+	h.vars["port"] = proxy.Port()
+	h.vars["host_key_checking"] = false // known_hosts names sshd's port
+	users := []map[string]any{{"method": "sudo"}, {"method": "sudo", "user": other.Name}}
+	pids := map[string]bool{}
+	for _, become := range users {
+		pids[agentPID(t, sock, h, become)] = true // connected
+	}
+	if len(pids) != 2 {
+		t.Fatalf("the two become users ran on agents %v, want two", pids)
+	}
+	raw := make([]byte, 256<<10)
+	rand.Read(raw)
+	zip := base64.StdEncoding.EncodeToString(raw)
+	before, _ := proxy.Forwarded()
+	const runs = 5
+	for i := range runs {
+		for _, become := range users {
+			p := []byte("#!/usr/bin/python3\n_ANSIBALLZ_WRAPPER = True\ndef _ansiballz_main():\n    ZIPDATA = \"\"\"" + zip +
+				"\"\"\"\n    date_time = " + strconv.Itoa(i) + "\n" + strings.Repeat("# wrapper code\n", 300))
+			sum := sha256.Sum256(p)
+			r := must(t, sock, execReq(h, "/bin/sh -c 'sha256sum && sleep 0'", become), p)
+			if got := strings.Fields(string(r.Stdout)); len(got) == 0 || got[0] != hex.EncodeToString(sum[:]) {
+				t.Fatalf("run %d as %v: the command read other bytes: %q %q", i, become["user"], r.Stdout, r.Stderr)
+			}
+		}
+	}
+	up, _ := proxy.Forwarded()
+	sent := up - before
+	if limit := 2 * int64(len(raw)); sent >= limit {
+		t.Errorf("%d bytes sent over the SSH connection for %d runs under 2 become users of a zip of %d bytes (%d in base64): not under twice the zip, so it crossed more than once",
+			sent, runs, len(raw), len(zip))
+	}
+	t.Logf("%d runs under each of 2 become users of a %d-byte zip (%d in base64): %d bytes over the SSH connection", runs, len(raw), len(zip), sent)
+}
+
 // agentPID is the pid of the agent that runs the commands: a kept
 // connection keeps it.
 func agentPID(t *testing.T, sock string, h *host, become map[string]any) string {

@@ -46,6 +46,11 @@ var _ rpc.Caller = (*Context)(nil)
 // ID is the context's id on the bus.
 func (c *Context) ID() uint32 { return c.id }
 
+// Parent is the context whose agent started this one (Connect), or nil
+// for a direct child of the controller: the chain a call to this
+// context travels, read upward.
+func (c *Context) Parent() *Context { return c.parent }
+
 // Name is the context's chain name, e.g. "bastion → web1".
 func (c *Context) Name() string { return c.name }
 

@@ -27,9 +27,17 @@
 //   - A message from a child is forwarded only upward, never into another
 //     child subtree, so targets cannot address each other.
 //   - Each Receiver declares whom it accepts: only the parent link (service
-//     calls), only one source context (replies), or only direct children
-//     (logs). The controller has no parent, so nothing below it can make it
-//     run anything.
+//     calls), only one source context (replies), only descendants (logs),
+//     or only a direct child, on its own link (upcalls). The controller has
+//     no parent, so nothing below it can make it run anything.
+//   - One exception to "calls come from ancestors": an upcall
+//     (HandleUpcall), a request of a fixed kind that a child makes of its
+//     parent agent (services/modules: fetching a store entry). It goes to
+//     the direct parent only: a router never forwards one upward, the
+//     receiver takes it only from the child at the far end of the link
+//     it arrived on, and the controller serves none (refused, not
+//     bounced). Its receiver may refuse more (Receiver.Admit); its answer
+//     waits for room in the link's queue (Router.Answer).
 //   - Routes are granted top-down: the controller's grant for a new id
 //     installs the route on every router between it and the new context's
 //     parent. A child may announce (add_route) only ids granted to its link,

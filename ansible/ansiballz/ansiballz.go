@@ -127,6 +127,11 @@ func NewZip(text []byte) Zip {
 	return Zip{Sum: sha256.Sum256(text), data: text}
 }
 
+// Bytes is what an agent stores under Sum (modules.Put): the binary,
+// or the base64 text when it is not a standard encoding. The caller
+// must not change it.
+func (z Zip) Bytes() []byte { return z.data }
+
 // part is the zip's stdin part: by hash alone, or with its bytes
 // (withZip) for an agent that may not have it.
 func (z Zip) part(withZip bool) exec.StdinPart {
