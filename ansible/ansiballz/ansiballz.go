@@ -133,9 +133,12 @@ func NewZip(text []byte) Zip {
 func (z Zip) Bytes() []byte { return z.data }
 
 // part is the zip's stdin part: by hash alone, or with its bytes
-// (withZip) for an agent that may not have it.
+// (withZip) for an agent that may not have it. A module's zip is the
+// same for every host and user: shared, so that the agent may serve it
+// to its children (the wrapper, which holds the task's arguments, is
+// not).
 func (z Zip) part(withZip bool) exec.StdinPart {
-	p := exec.StdinPart{SHA256: z.Sum[:], Base64: z.b64}
+	p := exec.StdinPart{SHA256: z.Sum[:], Base64: z.b64, Shared: true}
 	if withZip {
 		p.Data = z.data
 	}

@@ -40,7 +40,7 @@ func exeMemfd(ctx context.Context, p *StdinPart) (path string, f *os.File, extra
 	data := p.Data
 	switch {
 	case data != nil:
-		sum, err := store.Default.Put(data)
+		sum, err := putPart(store.Default, p)
 		if err != nil {
 			return "", nil, false, err
 		}

@@ -3,6 +3,7 @@ package exec
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"errors"
@@ -71,7 +72,7 @@ func exePath(ctx context.Context, p *StdinPart) (string, error) {
 	}
 	sum := p.SHA256
 	if p.Data != nil {
-		stored, err := store.Default.Put(p.Data)
+		stored, err := putPart(store.Default, p)
 		if err != nil {
 			return "", err
 		}
@@ -93,6 +94,14 @@ func exePath(ctx context.Context, p *StdinPart) (string, error) {
 		path, err = store.Materialize(store.Default, sum)
 	}
 	return path, err
+}
+
+// putPart stores p's Data in st, shared if p says so.
+func putPart(st *store.Store, p *StdinPart) ([sha256.Size]byte, error) {
+	if p.Shared {
+		return st.PutShared(p.Data)
+	}
+	return st.Put(p.Data)
 }
 
 // stdinPart is the bytes one stdin part stands for, in st.
@@ -126,7 +135,7 @@ func namedBytes(ctx context.Context, p StdinPart, st *store.Store) ([]byte, erro
 	case p.SHA256 == nil:
 		return p.Data, nil
 	case p.Data != nil:
-		sum, err := st.Put(p.Data)
+		sum, err := putPart(st, &p)
 		if err != nil {
 			return nil, err
 		}

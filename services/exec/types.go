@@ -144,6 +144,11 @@ type StdinPart struct {
 	// zip) sends and stores the binary, a quarter smaller. Not with a
 	// slice.
 	Base64 bool `msgpack:"b64,omitempty"`
+	// Shared stores Data as bytes the agent may serve to its children
+	// that name them (store.PutShared, package upcall): set it for what
+	// is the same for every context (a module's zip, a program), never
+	// for bytes that carry a task's arguments or secrets.
+	Shared bool `msgpack:"s,omitempty"`
 }
 
 // Python describes a pipelined AnsiballZ module run (Cmd.Python).

@@ -13,6 +13,9 @@
 // (store.Default) once they hash to PutArgs.SHA256; more than the
 // store's bound (store.DefaultMax) is refused with errkind.ErrTooLarge
 // before anything is read, and the agent holds at most what was sent.
+// What it stores is shared (store.PutShared): the agent's children
+// that lack it are served it by their parent (package upcall), so Put
+// nothing that is not the same for every context below the agent.
 // modules.Has says whether the store holds a hash.
 //
 // # Running a program

@@ -39,6 +39,8 @@ const putChunk = 256 << 10
 // exec.Cmd.Exe, exec.StdinPart and Run name it. The bytes cross the link
 // on a circuit, so a program larger than one frame fits; more than the
 // agent's store holds (store.DefaultMax) fails with errkind.ErrTooLarge.
+// The bytes are shared: contexts below c may be served them by c's
+// agent (package upcall), so they must not be one context's secrets.
 func Put(ctx context.Context, c rpc.Caller, data []byte) ([sha256.Size]byte, error) {
 	sum := sha256.Sum256(data)
 	st, err := c.Stream(ctx, MethodPut, &PutArgs{SHA256: sum[:], Size: int64(len(data))})
@@ -107,7 +109,7 @@ func handlePut(ctx context.Context, call *rpc.Call) (any, error) {
 	if sum := sha256.Sum256(data); string(sum[:]) != string(a.SHA256) {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: the bytes hash to %x, not %x", MethodPut, sum, a.SHA256)
 	}
-	if _, err := store.Default.Put(data); err != nil {
+	if _, err := store.Default.PutShared(data); err != nil {
 		return nil, fmt.Errorf("%s: %w", MethodPut, err)
 	}
 	return nil, nil

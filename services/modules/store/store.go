@@ -51,6 +51,11 @@ type Store struct {
 type entry struct {
 	sum  [sha256.Size]byte
 	data []byte
+	// shared entries may be served to the agent's children (package
+	// upcall): the controller marked them as the same for every context
+	// (a module's zip, a program), unlike a wrapper that holds a task's
+	// arguments.
+	shared bool
 }
 
 // NewStore returns an empty store of at most max bytes.
@@ -66,6 +71,17 @@ var Default = New(DefaultMax)
 // must not change it. Data larger than the whole store is refused with
 // errkind.ErrTooLarge.
 func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
+	return s.put(data, false)
+}
+
+// PutShared is Put for bytes that may be served to the agent's children
+// that name them (GetShared): the same for every context that runs them,
+// never a task's arguments. Bytes stored before by Put become shared.
+func (s *Store) PutShared(data []byte) ([sha256.Size]byte, error) {
+	return s.put(data, true)
+}
+
+func (s *Store) put(data []byte, shared bool) ([sha256.Size]byte, error) {
 	sum := sha256.Sum256(data)
 	if int64(len(data)) > s.max {
 		return sum, errkind.Errorf(errkind.ErrTooLarge, "module store: %d bytes do not fit in the module store of %d bytes: send them with the call instead", len(data), s.max)
@@ -74,6 +90,9 @@ func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
 	defer s.mu.Unlock()
 	if el, ok := s.m[sum]; ok {
 		s.lru.MoveToFront(el)
+		if shared {
+			el.Value.(*entry).shared = true
+		}
 		return sum, nil
 	}
 	for s.size+int64(len(data)) > s.max {
@@ -83,7 +102,7 @@ func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
 		delete(s.m, e.sum)
 		s.size -= int64(len(e.data))
 	}
-	s.m[sum] = s.lru.PushFront(&entry{sum: sum, data: data})
+	s.m[sum] = s.lru.PushFront(&entry{sum: sum, data: data, shared: shared})
 	s.size += int64(len(data))
 	return sum, nil
 }
@@ -91,6 +110,16 @@ func (s *Store) Put(data []byte) ([sha256.Size]byte, error) {
 // Get returns the data stored under sum, or an errkind.ErrNotFound whose
 // text holds NotStored.
 func (s *Store) Get(sum []byte) ([]byte, error) {
+	return s.get(sum, false)
+}
+
+// GetShared is Get for an entry stored shared (PutShared); any other
+// is not stored as far as it is concerned.
+func (s *Store) GetShared(sum []byte) ([]byte, error) {
+	return s.get(sum, true)
+}
+
+func (s *Store) get(sum []byte, shared bool) ([]byte, error) {
 	var k [sha256.Size]byte
 	if len(sum) != len(k) {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "module store: a sha256 has %d bytes, not %d", len(sum), len(k))
@@ -99,7 +128,7 @@ func (s *Store) Get(sum []byte) ([]byte, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	el, ok := s.m[k]
-	if !ok {
+	if !ok || (shared && !el.Value.(*entry).shared) {
 		return nil, errkind.Errorf(errkind.ErrNotFound, "module store: sha256 %x is %s (evicted, or a new agent): send it again", sum, NotStored)
 	}
 	s.lru.MoveToFront(el)

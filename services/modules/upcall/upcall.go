@@ -142,7 +142,14 @@ func Fetch(ctx context.Context, st *store.Store, sum []byte) ([]byte, error) {
 
 // Fetch is the package's Fetch for u's store.
 func (u *Service) Fetch(ctx context.Context, sum []byte) ([]byte, error) {
-	data, err := u.store.Get(sum)
+	return u.fetch(ctx, sum, u.store.Get)
+}
+
+// fetch is Fetch with get the store's lookup: Get for the agent's own
+// calls, GetShared for a child's upcall, which is never served what the
+// controller did not mark as shared (store.PutShared).
+func (u *Service) fetch(ctx context.Context, sum []byte, get func([]byte) ([]byte, error)) ([]byte, error) {
+	data, err := get(sum)
 	if err == nil || !errors.Is(err, errkind.ErrNotFound) || u.parent == router.ControllerID {
 		return data, err
 	}
@@ -180,8 +187,9 @@ func (u *Service) ask(k [sha256.Size]byte, f *flight) {
 	defer cancel()
 	f.data, f.err = u.askParent(ctx, k)
 	if f.err == nil {
-		// Too large for the store: used this once, asked again next time.
-		u.store.Put(f.data) //nolint:errcheck
+		// Shared, since the parent served it. Too large for the store:
+		// used this once, asked again next time.
+		u.store.PutShared(f.data) //nolint:errcheck
 	} else {
 		u.log.Debug("module not served by the parent", zap.String("sha256", fmt.Sprintf("%x", k)), zap.Error(f.err))
 	}
@@ -285,7 +293,7 @@ func (u *Service) serve(m *router.Message) {
 		defer func() { <-u.slots }()
 		ctx, cancel := context.WithTimeout(u.ctx, FetchTimeout)
 		defer cancel()
-		data, err := u.Fetch(ctx, req.SHA256)
+		data, err := u.fetch(ctx, req.SHA256, u.store.GetShared)
 		if err != nil {
 			u.answerError(ctx, m, err.Error())
 			return

@@ -140,7 +140,7 @@ func TestFetchUpTheChain(t *testing.T) {
 	nodes := chainOf(t, 3, log)
 	top, mid, bottom := nodes[1], nodes[2], nodes[3]
 	data := randomBytes(100 << 10)
-	sum, err := top.st.Put(data)
+	sum, err := top.st.PutShared(data)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,11 +207,38 @@ func TestFetchNotFound(t *testing.T) {
 	}
 }
 
+// What the parent stored without marking it shared (a wrapper, which
+// holds a task's arguments) is never served to a child, though the
+// parent uses it itself; once stored shared, it is.
+func TestUnsharedNotServed(t *testing.T) {
+	nodes := chainOf(t, 2, nil)
+	parent, child := nodes[1], nodes[2]
+	data := []byte("a task's arguments")
+	sum, err := parent.st.Put(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := testCtx(t)
+	if got, err := parent.up.Fetch(ctx, sum[:]); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the parent's own fetch: %q, %v", got, err)
+	}
+	if got, err := child.up.Fetch(ctx, sum[:]); !errors.Is(err, errkind.ErrNotFound) || got != nil {
+		t.Fatalf("a child was served an unshared entry: %q, %v", got, err)
+	}
+	if _, err := child.st.Get(sum[:]); err == nil {
+		t.Fatal("the child stored an unshared entry")
+	}
+	parent.st.PutShared(data)
+	if got, err := child.up.Fetch(ctx, sum[:]); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("once shared: %q, %v", got, err)
+	}
+}
+
 // An entry larger than a frame to the child is answered as not found.
 func TestFetchLargerThanAFrame(t *testing.T) {
 	nodes := chainOf(t, 2, nil)
 	data := randomBytes(64 << 10)
-	sum, _ := nodes[1].st.Put(data)
+	sum, _ := nodes[1].st.PutShared(data)
 	nodes[2].link.SetPeerMaxFrame(32 << 10)
 	_, err := nodes[2].up.Fetch(testCtx(t), sum[:])
 	if !errors.Is(err, errkind.ErrNotFound) || !strings.Contains(err.Error(), "does not fit in one frame") {
@@ -396,7 +423,7 @@ func TestHostileUpcalls(t *testing.T) {
 	parent := nodes[1]
 	ev := attachEvilChild(t, parent.rt, 9)
 	data := []byte("served")
-	sum, _ := parent.st.Put(data)
+	sum, _ := parent.st.PutShared(data)
 	legit := func(what string) {
 		t.Helper()
 		ev.send(&router.Message{Dst: 1, Src: 9, Handle: router.HandleUpcall, ReplyTo: 4000, Data: request(t, UpcallFetch, sum[:])})
