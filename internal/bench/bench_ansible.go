@@ -849,9 +849,10 @@ type ansibleHotRow struct {
 	PluginVsLibrary          float64 `json:"spindle_plugin_vs_library,omitempty"`
 	PluginVsControlMaster    float64 `json:"spindle_plugin_vs_controlmaster,omitempty"`
 	SSHPluginVsControlMaster float64 `json:"ssh_plugin_vs_controlmaster,omitempty"`
-	// PluginVsFloor is spindle_plugin ÷ (spindle_library + ipc_floor):
-	// against what any plugin that hands the call to the library in
-	// another process must pay, Ansible's connection object included.
+	// PluginVsFloor is spindle_plugin ÷ ipc_floor: against what any
+	// plugin that hands the call to the library in another process must
+	// pay (Ansible's connection object, one socket round trip, the wait
+	// for the library's run of the command line in a shell).
 	PluginVsFloor float64 `json:"spindle_plugin_vs_floor,omitempty"`
 	Load1         float64 `json:"load1"` // as ansibleRow's
 	Target        string  `json:"target"`
@@ -902,7 +903,10 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 	}
 	defer stopHelpers(runDir) //nolint:errcheck // nothing to report them to
 	floorSock := filepath.Join(runDir, "ipc-floor.sock")
-	stopFloor, err := serveIPCFloor(floorSock)
+	stopFloor, err := serveIPCFloor(floorSock, func() error {
+		_, err := p.spindleShellTrue(e.ctx, 1)
+		return err
+	})
 	if err != nil {
 		return err
 	}
@@ -924,11 +928,13 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 	cols := []*hotColumn{
 		{name: "spindle_plugin", run: plugin(a.system("spindle"), "spindle")},
 		{name: "spindle_library", run: timed(p.spindleTrue)},
+		{name: "spindle_library_sh", run: timed(p.spindleShellTrue)},
 		{name: "openssh_controlmaster", run: timed(p.controlMasterTrue)},
 		{name: "ssh_plugin", run: plugin(nil, "ssh")},
 		{name: "floor_plugin", run: plugin(nil, "benchfloor")},
 		// The spindle plugin's connection object and set_options, then a
-		// round trip to a server that does nothing (hotpath.py).
+		// round trip to a server that runs `/bin/sh -c true` through the
+		// library, as spindle_library_sh does, and answers (hotpath.py).
 		{name: "ipc_floor", run: plugin(a.system("spindle"), "spindle", "SPINDLE_BENCH_IPC_FLOOR="+floorSock)},
 	}
 	got := map[string][]hotTiming{}
@@ -979,9 +985,7 @@ func (e *benchEnv) ansibleHotRow(bc benchCase, o benchOptions, emit func(any) er
 	ns := row.NSPerCall
 	row.PluginVsLibrary = ratio(ns["spindle_plugin"], ns["spindle_library"])
 	row.PluginVsControlMaster = ratio(ns["spindle_plugin"], ns["openssh_controlmaster"])
-	if ns["ipc_floor"] > 0 && ns["spindle_library"] > 0 {
-		row.PluginVsFloor = ratio(ns["spindle_plugin"], ns["spindle_library"]+ns["ipc_floor"])
-	}
+	row.PluginVsFloor = ratio(ns["spindle_plugin"], ns["ipc_floor"])
 	row.SSHPluginVsControlMaster = ratio(ns["ssh_plugin"], ns["openssh_controlmaster"])
 	return emit(row)
 }
@@ -1084,7 +1088,7 @@ func (row *ansibleHotRow) table() []string {
 	for _, name := range sortedKeys(row.Errors) {
 		out = append(out, fmt.Sprintf("%s\t%s\terror: %s\t", row.Name, name, firstLine(row.Errors[name])))
 	}
-	return append(out, fmt.Sprintf("%s\tspindle_plugin/library %.2f\t/controlmaster %.2f\t/(library+ipc_floor) %.2f\t",
+	return append(out, fmt.Sprintf("%s\tspindle_plugin/library %.2f\t/controlmaster %.2f\t/ipc_floor %.2f\t",
 		row.Name, row.PluginVsLibrary, row.PluginVsControlMaster, row.PluginVsFloor))
 }
 
@@ -1093,9 +1097,10 @@ var ipcFloorAnswer = []byte{0, 0, 0, 2, '{', '}'}
 
 // serveIPCFloor serves hotpath.py's IPC floor (SPINDLE_BENCH_IPC_FLOOR)
 // on a Unix socket at path: each connection's length-prefixed request
-// (at most wire.MaxHeader bytes) is read and ipcFloorAnswer written,
-// nothing else done. stop closes it and waits for its goroutines.
-func serveIPCFloor(path string) (stop func(), err error) {
+// (at most wire.MaxHeader bytes) is read, work run, and ipcFloorAnswer
+// written (nothing, if work failed). stop closes it and waits for its
+// goroutines.
+func serveIPCFloor(path string, work func() error) (stop func(), err error) {
 	ln, err := net.Listen("unix", path)
 	if err != nil {
 		return nil, err
@@ -1114,6 +1119,9 @@ func serveIPCFloor(path string) (stop func(), err error) {
 			return
 		}
 		if _, err := io.CopyN(io.Discard, c, int64(size)); err != nil {
+			return
+		}
+		if work() != nil {
 			return
 		}
 		c.Write(ipcFloorAnswer) //nolint:errcheck // the client's failure is its own

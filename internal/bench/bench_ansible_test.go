@@ -462,7 +462,7 @@ func TestE2EBenchAnsible(t *testing.T) {
 	if errs, ok := hot["errors"]; ok {
 		t.Errorf("ansible_exec_true: errors %v", errs)
 	}
-	for _, c := range []string{"spindle_plugin", "spindle_library", "openssh_controlmaster", "ssh_plugin", "floor_plugin", "ipc_floor"} {
+	for _, c := range []string{"spindle_plugin", "spindle_library", "openssh_controlmaster", "ssh_plugin", "floor_plugin", "ipc_floor", "spindle_library_sh"} {
 		if v, _ := ns[c].(float64); v <= 0 {
 			t.Errorf("ansible_exec_true: %s %v: %v", c, ns[c], hot)
 		}

@@ -531,6 +531,17 @@ func (p *sshPath) spindleTrue(ctx stdctx.Context, n int) (float64, error) {
 	return timeTrue(ctx, cx, n)
 }
 
+// spindleShellTrue runs `/bin/sh -c true` through the path's context, as
+// Ansible's exec_command("true") must (a command line, run by a shell):
+// the library's side of the plugin's floor.
+func (p *sshPath) spindleShellTrue(ctx stdctx.Context, n int) (float64, error) {
+	cx, err := p.context(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return timeCmd(ctx, cx, exec.Cmd{Shell: "true"}, n)
+}
+
 // spindleSudoTrue runs true as root through a sudo hop of the path's
 // context: the hop is started once (Connect reuses it) and every command
 // after that is one call.

@@ -193,11 +193,15 @@ func (e *benchEnv) viaConnect(ms, n, k int) (float64, error) {
 }
 
 func timeTrue(ctx stdctx.Context, cx *spindle.Context, n int) (float64, error) {
-	cmd := exec.Cmd{Argv: []string{"true"}}
+	return timeCmd(ctx, cx, exec.Cmd{Argv: []string{"true"}}, n)
+}
+
+// timeCmd times n runs of cmd, which must exit 0, on cx.
+func timeCmd(ctx stdctx.Context, cx *spindle.Context, cmd exec.Cmd, n int) (float64, error) {
 	return timePerOp(n, func() error {
 		res, err := exec.Run(ctx, cx, cmd)
 		if err == nil && res.ExitCode != 0 {
-			err = fmt.Errorf("true exited with %d", res.ExitCode)
+			err = fmt.Errorf("%q exited with %d", append(cmd.Argv, cmd.Shell), res.ExitCode)
 		}
 		return err
 	})

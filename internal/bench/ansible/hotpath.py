@@ -12,9 +12,10 @@
 #
 # With SPINDLE_BENCH_IPC_FLOOR=SOCKET set, exec_command is replaced by
 # one round trip on that Unix socket (a request the size of an exec's,
-# length-prefixed, and a length-prefixed answer), to a server that does
-# nothing: what any plugin that hands its call to another process pays
-# beyond Ansible's own connection object and set_options.
+# length-prefixed, and a length-prefixed answer) to the bench, which runs
+# the command through the library meanwhile: what any plugin that hands
+# its call to another process pays, Ansible's connection object and
+# set_options included.
 from __future__ import absolute_import, division, print_function
 
 import inspect
