@@ -15,7 +15,7 @@ import (
 // alone, with no failed call first. For a context below the first agent
 // of its chain (a become child, a later hop), the zip is stored in that
 // first agent instead, and the context's agent fetches it up the chain
-// (services/modules, upcalls): it crosses the controller's link once
+// (services/modules/upcall): it crosses the controller's link once
 // for all the contexts of a chain. It remembers too the first wrapper
 // each agent stored for each zip, and sends later wrappers of that zip
 // as their differences from it (ansiballz.Wrapper.Delta).

@@ -483,7 +483,7 @@ func (e *Endpoint) execAnsiballz(ctx context.Context, cx *spindle.Context, cmd e
 // zipAtRoot makes sure that root, the first agent of a chain (a direct
 // child of the controller), holds z, for a context further down that
 // chain: that context's agent, which lacks it, asks its parent, which
-// asks its own, up to root (services/modules, upcalls), and every agent
+// asks its own, up to root (services/modules/upcall), and every agent
 // on the way keeps it. So a zip that several contexts of one chain run
 // (become users, later hops) crosses the controller's link once, and
 // each link below once. It says whether root holds it; false when root

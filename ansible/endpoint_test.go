@@ -517,7 +517,7 @@ if __name__ == '__main__':
 // One zip run under two become users of one host (two become children
 // of its agent) crosses the SSH connection once: the endpoint stores it
 // in the host's agent, and each become child fetches it from there
-// (services/modules, upcalls) instead of being sent it. The bytes are
+// (services/modules/upcall) instead of being sent it. The bytes are
 // counted on the SSH connection; two crossings would pass twice the zip.
 func TestAnsiballzZipSharedByBecomeUsers(t *testing.T) {
 	sshtest.Require(t)

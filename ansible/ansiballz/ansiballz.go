@@ -1,7 +1,7 @@
 // Package ansiballz runs Ansible's pipelined AnsiballZ modules on an
 // agent from Go, the way the Ansible endpoint does for Ansible: the
 // module's zip crosses the link once into the agent's module store
-// (services/modules), as the binary its base64 stands for (Zip), and
+// (services/modules/store), as the binary its base64 stands for (Zip), and
 // is named by hash afterwards, and the run goes
 // through the agent's warm Python runner (exec.Cmd.Python) when the
 // interpreter can host one, a fresh interpreter otherwise.
