@@ -32,7 +32,7 @@
 //     no parent, so nothing below it can make it run anything.
 //   - One exception to "calls come from ancestors": an upcall
 //     (HandleUpcall), a request of a fixed kind that a child makes of its
-//     parent agent (services/modules: fetching a store entry). It goes to
+//     parent agent (services/modules/upcall: fetching a store entry). It goes to
 //     the direct parent only: a router never forwards one upward, the
 //     receiver takes it only from the child at the far end of the link
 //     it arrived on, and the controller serves none (refused, not
