@@ -23,6 +23,18 @@ type evil struct {
 	link *router.Link // the parent's end
 }
 
+// hostileTopology is 0 → 1 → {evil 2, sibling 3}: the controller, its
+// child 1, and under 1 a hostile child and a well-behaved one.
+func hostileTopology(t *testing.T, opts router.Options) (ctl, r1, r3 *router.Router, ev *evil) {
+	t.Helper()
+	ctl = newRouter(t, 0, opts)
+	r1 = newRouter(t, 1, opts)
+	r3 = newRouter(t, 3, opts)
+	link(t, ctl, ctl, r1, "c1")
+	link(t, ctl, r1, r3, "c3")
+	return ctl, r1, r3, attachEvil(t, ctl, r1, 2, "evil")
+}
+
 // attachEvil connects a hostile child with id below parent, granted by ctl
 // when parent is not ctl.
 func attachEvil(t *testing.T, ctl, parent *router.Router, id uint32, name string) *evil {
@@ -97,12 +109,7 @@ const (
 func TestHostileChild(t *testing.T) {
 	log, logs := observed()
 	opts := router.Options{Logger: log}
-	ctl := newRouter(t, 0, opts)
-	r1 := newRouter(t, 1, opts)
-	r3 := newRouter(t, 3, opts)
-	link(t, ctl, ctl, r1, "c1")
-	link(t, ctl, r1, r3, "c3")
-	ev := attachEvil(t, ctl, r1, 2, "evil")
+	ctl, r1, r3, ev := hostileTopology(t, opts)
 
 	ctlLog := newCollector()
 	ctl.Register(router.HandleLog, router.Receiver{Accept: router.AcceptChildren, Deliver: ctlLog.deliver})
@@ -189,12 +196,7 @@ func TestHostileChild(t *testing.T) {
 func TestHostileChildRoutesIntact(t *testing.T) {
 	log, logs := observed()
 	opts := router.Options{Logger: log}
-	ctl := newRouter(t, 0, opts)
-	r1 := newRouter(t, 1, opts)
-	r3 := newRouter(t, 3, opts)
-	link(t, ctl, ctl, r1, "c1")
-	link(t, ctl, r1, r3, "c3")
-	ev := attachEvil(t, ctl, r1, 2, "evil")
+	ctl, r1, _, ev := hostileTopology(t, opts)
 
 	ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opAdd, 3)})
 	ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opDel, 3)})

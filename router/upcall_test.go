@@ -31,12 +31,7 @@ func refusedWhy(logs *observer.ObservedLogs, linkName, why string) int {
 func TestUpcallPolicy(t *testing.T) {
 	log, logs := observed()
 	opts := router.Options{Logger: log}
-	ctl := newRouter(t, 0, opts)
-	r1 := newRouter(t, 1, opts)
-	r3 := newRouter(t, 3, opts)
-	link(t, ctl, ctl, r1, "c1")
-	link(t, ctl, r1, r3, "c3")
-	ev := attachEvil(t, ctl, r1, 2, "evil")
+	ctl, r1, r3, ev := hostileTopology(t, opts)
 	if err := ctl.Grant(5, 2, "evil-child"); err != nil {
 		t.Fatal(err)
 	}
