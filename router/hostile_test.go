@@ -1,31 +1,20 @@
 package router_test
 
 import (
-	"context"
 	"errors"
 	"io"
-	"net"
 	"runtime"
 	"testing"
 
-	"github.com/hashicorp/yamux"
+	"github.com/spindle-rpc/spindle/internal/testkit/rawchild"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// evil is a hostile child agent that speaks raw frames.
-type evil struct {
-	t    *testing.T
-	id   uint32
-	sess *yamux.Session
-	bus  net.Conn
-	link *router.Link // the parent's end
-}
-
 // hostileTopology is 0 → 1 → {evil 2, sibling 3}: the controller, its
 // child 1, and under 1 a hostile child and a well-behaved one.
-func hostileTopology(t *testing.T, opts router.Options) (ctl, r1, r3 *router.Router, ev *evil) {
+func hostileTopology(t *testing.T, opts router.Options) (ctl, r1, r3 *router.Router, ev *rawchild.Child) {
 	t.Helper()
 	ctl = newRouter(t, 0, opts)
 	r1 = newRouter(t, 1, opts)
@@ -37,41 +26,14 @@ func hostileTopology(t *testing.T, opts router.Options) (ctl, r1, r3 *router.Rou
 
 // attachEvil connects a hostile child with id below parent, granted by ctl
 // when parent is not ctl.
-func attachEvil(t *testing.T, ctl, parent *router.Router, id uint32, name string) *evil {
+func attachEvil(t *testing.T, ctl, parent *router.Router, id uint32, name string) *rawchild.Child {
 	t.Helper()
-	a, b := connPair(t)
-	cfg := yamux.DefaultConfig()
-	cfg.EnableKeepAlive = false
-	cfg.LogOutput = io.Discard
-	sess, err := yamux.Server(b, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sess.Close() })
 	if parent != ctl {
 		if err := ctl.Grant(id, parent.ID(), name); err != nil {
 			t.Fatal(err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	l, err := parent.AddChild(ctx, a, id, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	bus, err := sess.AcceptStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &evil{t: t, id: id, sess: sess, bus: bus, link: l}
-	return e
-}
-
-func (e *evil) send(m *router.Message) {
-	e.t.Helper()
-	if _, err := e.bus.Write(router.AppendFrame(nil, m)); err != nil {
-		e.t.Fatal(err)
-	}
+	return rawchild.Attach(t, parent, id, name)
 }
 
 func refusals(logs *observer.ObservedLogs, linkName string) int {
@@ -133,9 +95,9 @@ func TestHostileChild(t *testing.T) {
 			at = "c1" // forwarded up by 1, refused by the controller's receiver
 		}
 		before := refusals(logs, at)
-		ev.send(m)
+		ev.Send(m)
 		marker++
-		ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleLog, Data: []byte{byte(marker)}})
+		ev.Send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleLog, Data: []byte{byte(marker)}})
 		got := recv(t, ctlLog.ch, name+": marker")
 		if got.Src != 2 || len(got.Data) != 1 || got.Data[0] != byte(marker) {
 			t.Fatalf("%s: the attack was delivered: %v %q", name, got, got.Data)
@@ -180,7 +142,7 @@ func TestHostileChild(t *testing.T) {
 		t.Fatal(err)
 	}
 	for {
-		m, err := router.ReadMessage(ev.bus, nil, 1<<20)
+		m, err := router.ReadMessage(ev.Bus, nil, 1<<20)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -198,23 +160,23 @@ func TestHostileChildRoutesIntact(t *testing.T) {
 	opts := router.Options{Logger: log}
 	ctl, r1, _, ev := hostileTopology(t, opts)
 
-	ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opAdd, 3)})
-	ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opDel, 3)})
-	ev.send(&router.Message{Dst: 1, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opGrant, 3)})
+	ev.Send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opAdd, 3)})
+	ev.Send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opDel, 3)})
+	ev.Send(&router.Message{Dst: 1, Src: 2, Handle: router.HandleRoute, Data: routeData(t, opGrant, 3)})
 	// evil answers a controller call, proving its bus is processed in order.
 	got := make(chan *router.Message, 1)
 	h := ctl.NewReceiver(router.Receiver{Accept: router.AcceptSource, Source: 2, Deliver: into(got)})
 	if err := ctl.Send(&router.Message{Dst: 2, Handle: router.HandleCall, ReplyTo: h}); err != nil {
 		t.Fatal(err)
 	}
-	call, err := router.ReadMessage(ev.bus, nil, 1<<20)
+	call, err := router.ReadMessage(ev.Bus, nil, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if call.Src != 0 || call.Handle != router.HandleCall || call.ReplyTo != h {
 		t.Fatalf("evil got %v", call)
 	}
-	ev.send(&router.Message{Dst: 0, Src: 2, Handle: h, Flags: router.FlagLast, Data: []byte("ok")})
+	ev.Send(&router.Message{Dst: 0, Src: 2, Handle: h, Flags: router.FlagLast, Data: []byte("ok")})
 	if m := recv(t, got, "evil's reply"); string(m.Data) != "ok" {
 		t.Fatalf("reply %v", m)
 	}
@@ -237,7 +199,7 @@ func TestHostileChildCircuit(t *testing.T) {
 	got := newCollector()
 	ctl.Register(router.HandleCall, router.Receiver{Accept: router.AcceptChildren, Deliver: got.deliver})
 
-	st, err := ev.sess.OpenStream()
+	st, err := ev.Sess.OpenStream()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -280,8 +242,8 @@ func TestHugeFrameClosesLink(t *testing.T) {
 			runtime.ReadMemStats(&before)
 			// The write may report the session's shutdown: the router can
 			// close the link before yamux confirms the write.
-			ev.bus.Write(tc.bytes)
-			recv(t, ev.link.Done(), "link closed")
+			ev.Bus.Write(tc.bytes)
+			recv(t, ev.Link.Done(), "link closed")
 			runtime.ReadMemStats(&after)
 			if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
 				t.Fatalf("allocated %d bytes", grew)
@@ -293,7 +255,7 @@ func TestHugeFrameClosesLink(t *testing.T) {
 				t.Fatalf("no protocol error logged: %v", logs.All())
 			}
 			// The evil side sees its session die.
-			if _, err := ev.bus.Read(make([]byte, 1)); err == nil {
+			if _, err := ev.Bus.Read(make([]byte, 1)); err == nil {
 				t.Fatal("evil's bus still open")
 			}
 		})

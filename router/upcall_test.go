@@ -54,7 +54,7 @@ func TestUpcallPolicy(t *testing.T) {
 	legit := func(what string) {
 		t.Helper()
 		marker++
-		ev.send(&router.Message{Dst: 1, Src: 2, Handle: router.HandleUpcall, ReplyTo: 2000, Data: []byte{marker}})
+		ev.Send(&router.Message{Dst: 1, Src: 2, Handle: router.HandleUpcall, ReplyTo: 2000, Data: []byte{marker}})
 		got := recv(t, up1.ch, what+": marker")
 		if got.Src != 2 || len(got.Data) != 1 || got.Data[0] != marker {
 			t.Fatalf("%s: the attack was delivered: %v %q", what, got, got.Data)
@@ -80,7 +80,7 @@ func TestUpcallPolicy(t *testing.T) {
 			"evil", "takes messages from the parent only"},
 	} {
 		before := refusedWhy(logs, a.at, a.why)
-		ev.send(a.m)
+		ev.Send(a.m)
 		legit(a.name)
 		if refusedWhy(logs, a.at, a.why) <= before {
 			t.Fatalf("%s: no warn \"refused message\" for link %s saying %q; logs: %v", a.name, a.at, a.why, logs.All())
@@ -114,8 +114,8 @@ func TestUpcallToControllerRefused(t *testing.T) {
 	ctlLog := newCollector()
 	ctl.Register(router.HandleLog, router.Receiver{Accept: router.AcceptChildren, Deliver: ctlLog.deliver})
 
-	ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleUpcall, ReplyTo: 2000, Data: []byte("fetch")})
-	ev.send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleLog, Data: []byte("marker")})
+	ev.Send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleUpcall, ReplyTo: 2000, Data: []byte("fetch")})
+	ev.Send(&router.Message{Dst: 0, Src: 2, Handle: router.HandleLog, Data: []byte("marker")})
 	recv(t, ctlLog.ch, "marker")
 	if refusedWhy(logs, "evil", "no upcalls are served") == 0 {
 		t.Fatalf("no refusal logged: %v", logs.All())
@@ -125,7 +125,7 @@ func TestUpcallToControllerRefused(t *testing.T) {
 	if err := ctl.Send(&router.Message{Dst: 2, Handle: router.HandleCall, Data: []byte("next")}); err != nil {
 		t.Fatal(err)
 	}
-	m, err := router.ReadMessage(ev.bus, nil, 1<<20)
+	m, err := router.ReadMessage(ev.Bus, nil, 1<<20)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,15 +7,14 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/yamux"
 	"github.com/spindle-rpc/spindle/errkind"
+	"github.com/spindle-rpc/spindle/internal/testkit/rawchild"
 	"github.com/spindle-rpc/spindle/internal/testkit/testconn"
 	"github.com/spindle-rpc/spindle/internal/wire"
 	"github.com/spindle-rpc/spindle/router"
@@ -357,54 +356,6 @@ func TestUpcallsServedBounded(t *testing.T) {
 	}
 }
 
-// evilChild is a hostile child speaking raw frames to its parent.
-type evilChild struct {
-	t   *testing.T
-	id  uint32
-	bus net.Conn
-}
-
-func attachEvilChild(t *testing.T, parent *router.Router, id uint32) *evilChild {
-	t.Helper()
-	a, b := pair(t)
-	cfg := yamux.DefaultConfig()
-	cfg.EnableKeepAlive = false
-	cfg.LogOutput = io.Discard
-	sess, err := yamux.Server(b, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { sess.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	if _, err := parent.AddChild(ctx, a, id, "evil"); err != nil {
-		t.Fatal(err)
-	}
-	bus, err := sess.AcceptStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &evilChild{t: t, id: id, bus: bus}
-}
-
-func (e *evilChild) send(m *router.Message) {
-	e.t.Helper()
-	if _, err := e.bus.Write(router.AppendFrame(nil, m)); err != nil {
-		e.t.Fatal(err)
-	}
-}
-
-// next reads evil's next frame.
-func (e *evilChild) next() *router.Message {
-	e.t.Helper()
-	e.bus.SetReadDeadline(time.Now().Add(wait))
-	m, err := router.ReadMessage(e.bus, nil, 8<<20)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	return m
-}
-
 func request(t *testing.T, op string, sum []byte) []byte {
 	b, err := wire.Marshal(&fetchRequest{Op: op, SHA256: sum})
 	if err != nil {
@@ -421,13 +372,13 @@ func TestHostileUpcalls(t *testing.T) {
 	log, logs := observedLog()
 	nodes := chainOf(t, 1, log)
 	parent := nodes[1]
-	ev := attachEvilChild(t, parent.rt, 9)
+	ev := rawchild.Attach(t, parent.rt, 9, "evil")
 	data := []byte("served")
 	sum, _ := parent.st.PutShared(data)
 	legit := func(what string) {
 		t.Helper()
-		ev.send(&router.Message{Dst: 1, Src: 9, Handle: router.HandleUpcall, ReplyTo: 4000, Data: request(t, UpcallFetch, sum[:])})
-		m := ev.next()
+		ev.Send(&router.Message{Dst: 1, Src: 9, Handle: router.HandleUpcall, ReplyTo: 4000, Data: request(t, UpcallFetch, sum[:])})
+		m := ev.Next()
 		if m.Handle != 4000 || m.Flags != router.FlagLast || string(m.Data) != "served" {
 			t.Fatalf("%s: evil read %v %q, want the answer to its well-formed upcall", what, m, m.Data)
 		}
@@ -450,7 +401,7 @@ func TestHostileUpcalls(t *testing.T) {
 		{"an upcall to the controller", &router.Message{Dst: 0, Src: 9, Handle: router.HandleUpcall, ReplyTo: 4000, Data: request(t, UpcallFetch, sum[:])}, "to the parent only"},
 	} {
 		before := refusals(logs, a.why)
-		ev.send(a.m)
+		ev.Send(a.m)
 		legit(a.name)
 		if refusals(logs, a.why) <= before {
 			t.Fatalf("%s: no refusal saying %q: %v", a.name, a.why, logs.All())
