@@ -32,7 +32,8 @@ import (
 const ProtocolVersion = 1
 
 // RequestTimeout bounds the time from a client's connection to the end
-// of its request's bytes, between two reads: a client that connects and
+// of its request's bytes, between two reads (at least nine tenths of it,
+// timedReader): a client that connects and
 // says nothing would otherwise hold a goroutine, and the daemon's exit,
 // for ever. The command itself has no time limit.
 var RequestTimeout = 10 * time.Second
