@@ -87,6 +87,7 @@ unit: build lint
 	cd third_party/xcrypto && $(GO) test -race -count=1 -skip '$(XCRYPTO_RECORDINGS)|$(XCRYPTO_SLOW)|$(XCRYPTO_RACY)' ./...
 	cd third_party/xcrypto && $(GO) test -count=1 -run '$(XCRYPTO_SLOW)' ./ssh
 	/usr/bin/python3 -W error::ResourceWarning -m unittest discover -s ansible/plugin -p 'test_*.py'
+	/usr/bin/python3 -W error::ResourceWarning -m unittest discover -s internal/pyrunner -p 'test_*.py'
 
 test: test-deps unit
 

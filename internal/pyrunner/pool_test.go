@@ -65,3 +65,35 @@ func TestPoolBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestEarlyStatus: a run reports its exit status itself before its
+// teardown, and it is the status a fresh interpreter would exit with.
+func TestEarlyStatus(t *testing.T) {
+	p := &Pool{}
+	defer p.Close()
+	env := os.Environ()
+	ok := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "true"}, ansiballz.Python)
+	failed := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "false"}, ansiballz.Python)
+	run(t, p, ok, env)
+	_, zip, _ := ansiballz.Split(t, failed)
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer outR.Close()
+	proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, inR, outW, outW)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inW.Write(failed)
+	inW.Close()
+	io.Copy(io.Discard, outR)
+	st, err := proc.Wait()
+	if err != nil || st.ExitStatus() != 1 {
+		t.Fatalf("the failing module: status %v, %v; want exit status 1", st, err)
+	}
+	stats := p.Stats()
+	if len(stats) != 1 || stats[0].Runs != 2 || stats[0].EarlyStatuses != 2 {
+		t.Fatalf("stats %+v: want one runner, two runs, both reported early", stats)
+	}
+}

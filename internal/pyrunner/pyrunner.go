@@ -12,7 +12,11 @@
 // (passed over a socket), environment and working directory, becomes
 // what a fresh interpreter reading its script from stdin would be, and
 // exits through the interpreter's own exit. Nothing a module does reaches
-// the runner or the next module.
+// the runner or the next module. A run closes its standard streams and
+// reports its exit status (a datagram to the runner, whose sender the
+// runner knows from the kernel's credentials) before its address space
+// is torn down, which takes about as long as a small module's run; the
+// runner's waitpid reports the runs that could not.
 //
 // Whatever cannot host a runner (no such interpreter, older than 3.6, no
 // os.fork, a zip that does not preload) makes Start return an error
@@ -363,8 +367,10 @@ type Stat struct {
 	// RSS is the runner's resident memory in bytes (its forks not
 	// included).
 	RSS int64
-	// Runs is how many runs it forked.
-	Runs int64
+	// Runs is how many runs it forked; EarlyStatuses how many of them
+	// reported their status before their teardown (report_status in
+	// runner.py), the others when the runner reaped them.
+	Runs, EarlyStatuses int64
 	// Preloaded are the modules it imported from its first zip.
 	Preloaded []string
 }
@@ -388,7 +394,7 @@ func (p *Pool) Stats() []Stat {
 			continue
 		}
 		r.mu.Lock()
-		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, Preloaded: r.preloaded}
+		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, EarlyStatuses: r.early, Preloaded: r.preloaded}
 		r.mu.Unlock()
 		s.RSS = r.rss()
 		out = append(out, s)
@@ -426,14 +432,15 @@ type runner struct {
 	exited   chan struct{} // closed once the process was waited for
 	loopDone chan struct{} // closed once readLoop returned
 
-	cmd  *exec.Cmd
-	ctl  *os.File // our end of the control socket
-	dir  string
-	pid  int
-	wmu  sync.Mutex // serialises requests and their replies
-	mu   sync.Mutex
-	runs int64
-	next int64
+	cmd   *exec.Cmd
+	ctl   *os.File // our end of the control socket
+	dir   string
+	pid   int
+	wmu   sync.Mutex // serialises requests and their replies
+	mu    sync.Mutex
+	runs  int64
+	early int64 // runs whose status came before their teardown
+	next  int64
 	// started gets the reply to the request in flight.
 	started   chan startReply
 	procs     map[int]*Proc // by pid, runs not yet ended
@@ -455,6 +462,7 @@ type msg struct {
 	Error     string   `json:"error"`
 	ID        *int64   `json:"id"`
 	Status    *int     `json:"status"`
+	Early     bool     `json:"early"`
 }
 
 // run starts the runner and reads its messages until it ends.
@@ -590,6 +598,9 @@ func (r *runner) readLoop() {
 		case m.Status != nil:
 			if p := r.procs[m.Pid]; p != nil {
 				delete(r.procs, m.Pid)
+				if m.Early {
+					r.early++
+				}
 				p.status = syscall.WaitStatus(*m.Status)
 				close(p.done)
 			}

@@ -24,6 +24,7 @@ import json
 import select
 import signal
 import socket
+import struct
 import types
 import weakref
 from importlib.abc import SourceLoader
@@ -52,9 +53,31 @@ def send(sock, obj):
 CODE = {}
 
 
+# Standard library modules that AnsiballZ wrappers (2.14 to 2.2x) and
+# common modules import at run time, beyond what module_utils.basic
+# imports: each costs a child a lookup on disk and a load.
+STDLIB_PRELOAD = ('base64', 'glob', 'pkgutil', 'runpy', 'shutil', 'tempfile', 'zipfile',
+                  'importlib.util', 'datetime', 'hashlib', 'grp', 'pwd')
+
+
 def preload(zip_path):
     """Imports ansible.module_utils.basic (and what it imports) from
-    zip_path, and compiles the zip's other sources."""
+    zip_path, and compiles the zip's other sources; imports
+    STDLIB_PRELOAD and finds the temporary directory, as every run's
+    wrapper would (the runner's environment is its runs')."""
+    import importlib
+    for name in STDLIB_PRELOAD:
+        try:
+            importlib.import_module(name)
+        except ImportError:
+            pass
+    import tempfile
+    try:
+        # Found once here rather than by a test file's write in each
+        # run; the runner's environment (TMPDIR) is its runs'.
+        tempfile.gettempdir()
+    except Exception:
+        pass
     sys.path.insert(0, zip_path)
     try:
         import ansible.module_utils.basic  # noqa: F401
@@ -97,15 +120,29 @@ class CachedLoader(SourceLoader):
         prefix = self.zip_path + os.sep
         if not path.startswith(prefix):
             raise OSError(errno.ENOENT, 'not in %s' % self.zip_path, path)
-        import zipfile
-        with zipfile.ZipFile(self.zip_path) as z:
-            try:
-                return z.read(path[len(prefix):])
-            except KeyError:
-                raise OSError(errno.ENOENT, 'not in %s' % self.zip_path, path)
+        try:
+            return open_zip(self.zip_path).read(path[len(prefix):])
+        except KeyError:
+            raise OSError(errno.ENOENT, 'not in %s' % self.zip_path, path)
 
     def source_to_code(self, data, path, *args, **kwargs):
         return with_filename(CODE[self.source], path)
+
+
+# The zip files a run looked into, by path, read into memory: the
+# module's zip is looked into once per module it imports, and a zip's
+# directory is read on each opening. Kept in memory, not open, so that
+# a run has the file descriptors a fresh interpreter would.
+ZIPS = {}
+
+
+def open_zip(entry):
+    import zipfile
+    z = ZIPS.get(entry)
+    if z is None:
+        with REAL_OPEN(entry, 'rb') as f:
+            z = ZIPS[entry] = zipfile.ZipFile(io.BytesIO(f.read()))
+    return z
 
 
 def zip_source(entry, parts, package):
@@ -114,8 +151,7 @@ def zip_source(entry, parts, package):
     import zipfile
     name = '/'.join(parts) + ('/__init__.py' if package else '.py')
     try:
-        with zipfile.ZipFile(entry) as z:
-            return z.read(name), os.path.join(entry, name)
+        return open_zip(entry).read(name), os.path.join(entry, name)
     except (OSError, KeyError, zipfile.BadZipFile):
         return None
 
@@ -231,14 +267,88 @@ def fast_exit(status):
         except BaseException:
             if status == 0:
                 status = 120  # as the interpreter: output it could not flush
+    report_status(status)
     os._exit(status)
 
 
-def run_child(sock, wake_r, wake_w, fds, env, cwd):
+# Where a run reports its own status before its teardown
+# (report_status): a datagram socket of the runner's in the abstract
+# namespace, whose sender the runner knows from the kernel's
+# credentials. None where there is none (the runner reports every
+# status after its waitpid).
+STATUS_ADDR = None
+
+
+def status_socket():
+    """The runner's socket for its runs' early statuses, or None."""
+    global STATUS_ADDR
+    if not hasattr(socket, 'SO_PASSCRED'):
+        return None
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_PASSCRED, 1)
+        addr = b'\0spindle-pyrunner-' + os.urandom(16).hex().encode()
+        s.bind(addr)
+    except OSError:
+        s.close()
+        return None
+    s.set_inheritable(False)
+    s.setblocking(False)
+    STATUS_ADDR = addr
+    return s
+
+
+def report_status(status):
+    """Closes the run's standard streams and tells the runner the run's
+    exit status before the process is torn down: the teardown of a
+    fork's address space takes as long as a small module's run, and its
+    end (the runner's waitpid) is what the agent would otherwise wait
+    for."""
+    for fd in (0, 1, 2):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if STATUS_ADDR is None:
+        return
+    try:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        try:
+            s.sendto(str((status & 0xff) << 8).encode(), STATUS_ADDR)
+        finally:
+            s.close()
+    except Exception:
+        pass  # the runner reports it after its waitpid
+
+
+def early_statuses(status_sock, children, reported):
+    """The statuses the runs in children reported on status_sock, as
+    (pid, status): the pid is the sender's, as the kernel gives it."""
+    creds = struct.calcsize('3i')
+    out = []
+    while True:
+        try:
+            msg, anc, _, _ = status_sock.recvmsg(64, socket.CMSG_SPACE(creds))
+        except (BlockingIOError, InterruptedError):
+            return out
+        pid = None
+        for level, kind, data in anc:
+            if level == socket.SOL_SOCKET and kind == socket.SCM_CREDENTIALS and len(data) >= creds:
+                pid = struct.unpack('3i', data[:creds])[0]
+        try:
+            status = int(msg)
+        except ValueError:
+            continue
+        if pid in children and pid not in reported:
+            reported.add(pid)
+            out.append((pid, status))
+
+
+def run_child(owned, fds, env, cwd):
     """A forked run, from start to exit: it never returns."""
     status = 1
     try:
-        child(sock, wake_r, wake_w, fds, env, cwd)
+        child(owned, fds, env, cwd)
     except SystemExit as e:
         status = exit_status(e)
     except BaseException:
@@ -246,7 +356,7 @@ def run_child(sock, wake_r, wake_w, fds, env, cwd):
     fast_exit(status)
 
 
-def child(sock, wake_r, wake_w, fds, env, cwd):
+def child(owned, fds, env, cwd):
     """Becomes the fresh interpreter and runs the script read from stdin.
     Returns only by raising SystemExit, which run_child turns into the
     exit the interpreter would make for the script itself."""
@@ -258,9 +368,11 @@ def child(sock, wake_r, wake_w, fds, env, cwd):
             os._exit(1)
     signal.set_wakeup_fd(-1)
     signal.signal(signal.SIGCHLD, signal.SIG_DFL)
-    sock.close()
-    os.close(wake_r)
-    os.close(wake_w)
+    for o in owned:  # the runner's sockets and pipe
+        if isinstance(o, int):
+            os.close(o)
+        else:
+            o.close()
     for i, fd in enumerate(fds):
         os.dup2(fd, i)
     for fd in set(fds):
@@ -315,12 +427,22 @@ def serve(sock):
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     children = set()
+    reported = set()  # children whose early status was sent on
+    status_sock = status_socket()
+    owned = [sock, wake_r, wake_w]
+    watched = [sock, wake_r]
+    if status_sock is not None:
+        owned.append(status_sock)
+        watched.append(status_sock)
     fdsize = socket.CMSG_SPACE(3 * 4)
     while True:
         try:
-            ready, _, _ = select.select([sock, wake_r], [], [])
+            ready, _, _ = select.select(watched, [], [])
         except InterruptedError:
             continue
+        if status_sock in ready:
+            for pid, status in early_statuses(status_sock, children, reported):
+                send(sock, {'pid': pid, 'status': status, 'early': True})
         if wake_r in ready:
             try:
                 os.read(wake_r, 4096)
@@ -334,7 +456,10 @@ def serve(sock):
                 if pid == 0:
                     break
                 children.discard(pid)
-                send(sock, {'pid': pid, 'status': status})
+                if pid in reported:
+                    reported.discard(pid)
+                else:
+                    send(sock, {'pid': pid, 'status': status})
         if sock not in ready:
             continue
         msg, anc, _, _ = sock.recvmsg(MAX_MSG, fdsize)
@@ -371,7 +496,7 @@ def serve(sock):
             send(sock, {'id': rid, 'error': 'fork: %s' % e})
             continue
         if pid == 0:
-            run_child(sock, wake_r, wake_w, fds, env, cwd)
+            run_child(owned, fds, env, cwd)
         try:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first
         except OSError as e:
@@ -397,4 +522,5 @@ def main():
     serve(sock)
 
 
-main()
+if __name__ == '__main__':  # as the agent runs it (-c); not when a test imports it
+    main()
