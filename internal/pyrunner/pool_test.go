@@ -97,3 +97,17 @@ func TestEarlyStatus(t *testing.T) {
 		t.Fatalf("stats %+v: want one runner, two runs, both reported early", stats)
 	}
 }
+
+// TestForkedAhead: a runner forks its next run while nothing runs, so
+// the first run, asked for once the runner is up, was forked ahead.
+func TestForkedAhead(t *testing.T) {
+	p := &Pool{}
+	defer p.Close()
+	payload := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "echo hi"}, ansiballz.Python)
+	if out := run(t, p, payload, os.Environ()); !strings.Contains(out, `"stdout": "hi"`) {
+		t.Fatalf("output %q", out)
+	}
+	if stats := p.Stats(); len(stats) != 1 || stats[0].Runs != 1 || stats[0].Ahead != 1 {
+		t.Fatalf("stats %+v: want one runner whose one run was forked ahead", stats)
+	}
+}

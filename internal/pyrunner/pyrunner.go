@@ -12,7 +12,10 @@
 // (passed over a socket), environment and working directory, becomes
 // what a fresh interpreter reading its script from stdin would be, and
 // exits through the interpreter's own exit. Nothing a module does reaches
-// the runner or the next module. A run closes its standard streams and
+// the runner or the next module. While nothing runs, the runner forks
+// its next run ahead, and that fork readies what no request changes,
+// then waits for its request: the fork is paid between tasks. A run
+// closes its standard streams and
 // reports its exit status (a datagram to the runner, whose sender the
 // runner knows from the kernel's credentials) before its address space
 // is torn down, which takes about as long as a small module's run; the
@@ -367,10 +370,11 @@ type Stat struct {
 	// RSS is the runner's resident memory in bytes (its forks not
 	// included).
 	RSS int64
-	// Runs is how many runs it forked; EarlyStatuses how many of them
-	// reported their status before their teardown (report_status in
-	// runner.py), the others when the runner reaped them.
-	Runs, EarlyStatuses int64
+	// Runs is how many runs it forked; Ahead how many of them were
+	// forked before their request (a spare, in runner.py);
+	// EarlyStatuses how many reported their status before their
+	// teardown (report_status), the others when the runner reaped them.
+	Runs, Ahead, EarlyStatuses int64
 	// Preloaded are the modules it imported from its first zip.
 	Preloaded []string
 }
@@ -394,7 +398,7 @@ func (p *Pool) Stats() []Stat {
 			continue
 		}
 		r.mu.Lock()
-		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, EarlyStatuses: r.early, Preloaded: r.preloaded}
+		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, Ahead: r.ahead, EarlyStatuses: r.early, Preloaded: r.preloaded}
 		r.mu.Unlock()
 		s.RSS = r.rss()
 		out = append(out, s)
@@ -440,6 +444,7 @@ type runner struct {
 	mu    sync.Mutex
 	runs  int64
 	early int64 // runs whose status came before their teardown
+	ahead int64 // runs forked before their request
 	next  int64
 	// started gets the reply to the request in flight.
 	started   chan startReply
@@ -463,6 +468,7 @@ type msg struct {
 	ID        *int64   `json:"id"`
 	Status    *int     `json:"status"`
 	Early     bool     `json:"early"`
+	Ahead     bool     `json:"ahead"`
 }
 
 // run starts the runner and reads its messages until it ends.
@@ -591,6 +597,9 @@ func (r *runner) readLoop() {
 					}
 					r.procs[m.Pid] = rep.proc
 					r.runs++
+					if m.Ahead {
+						r.ahead++
+					}
 				}
 				r.started <- rep
 				r.started = nil

@@ -345,10 +345,12 @@ def early_statuses(status_sock, children, reported):
 
 
 def run_child(owned, fds, env, cwd):
-    """A forked run, from start to exit: it never returns."""
+    """A run forked for its request: it never returns."""
     status = 1
     try:
-        child(owned, fds, env, cwd)
+        prepare(owned)
+        begin(fds, env, cwd)
+        run_script()
     except SystemExit as e:
         status = exit_status(e)
     except BaseException:
@@ -356,10 +358,28 @@ def run_child(owned, fds, env, cwd):
     fast_exit(status)
 
 
-def child(owned, fds, env, cwd):
-    """Becomes the fresh interpreter and runs the script read from stdin.
-    Returns only by raising SystemExit, which run_child turns into the
-    exit the interpreter would make for the script itself."""
+def run_spare(owned, channel):
+    """A run forked ahead of its request, which comes on channel (as the
+    runner got it, with its descriptors): it never returns."""
+    status = 1
+    try:
+        prepare(owned)
+        msg, fds = receive(channel)
+        channel.close()
+        if not msg:
+            os._exit(0)  # never a run: the runner is gone or let it go
+        _, env, cwd = parse_request(msg, fds)
+        begin(fds, env, cwd)
+        run_script()
+    except SystemExit as e:
+        status = exit_status(e)
+    except BaseException:
+        pass
+    fast_exit(status)
+
+
+def prepare(owned):
+    """What makes a fork a fresh interpreter whatever its request."""
     os.setpgid(0, 0)
     if PRCTL is not None:
         # A run whose runner died has lost its status: it ends too.
@@ -373,14 +393,6 @@ def child(owned, fds, env, cwd):
             os.close(o)
         else:
             o.close()
-    for i, fd in enumerate(fds):
-        os.dup2(fd, i)
-    for fd in set(fds):
-        if fd > 2:
-            os.close(fd)
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
     sys.argv[:] = FRESH_ARGV
     sys.path[:] = FRESH_PATH
     sys.meta_path.insert(0, CurrentZipFinder())
@@ -394,6 +406,25 @@ def child(owned, fds, env, cwd):
         '__builtins__': sys.modules['builtins'],
     })
     sys.modules['__main__'] = main
+
+
+def begin(fds, env, cwd):
+    """Takes the request's standard streams, environment and directory."""
+    for i, fd in enumerate(fds):
+        os.dup2(fd, i)
+    for fd in set(fds):
+        if fd > 2:
+            os.close(fd)
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+
+
+def run_script():
+    """Runs the script read from stdin in __main__. Returns only by
+    raising SystemExit, which the run turns into the exit the
+    interpreter would make for the script itself."""
+    main = sys.modules['__main__']
     chunks = []
     while True:
         b = os.read(0, 1 << 16)
@@ -419,6 +450,77 @@ def child(owned, fds, env, cwd):
     raise SystemExit(0)
 
 
+def receive(sock):
+    """A message and the descriptors that came with it."""
+    msg, anc, _, _ = sock.recvmsg(MAX_MSG, socket.CMSG_SPACE(3 * 4))
+    fds = []
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
+            fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - len(data) % 4, 4))
+    return msg, fds
+
+
+def parse_request(msg, fds):
+    """A request's id, environment and directory; ValueError (and more)
+    for a malformed one."""
+    req = json.loads(msg.decode('utf-8'))
+    if len(fds) != 3:
+        raise ValueError('want 3 descriptors, got %d' % len(fds))
+    env = dict(kv.split('=', 1) for kv in req['env'])
+    return req['id'], env, req['cwd']
+
+
+def kill_group(pid):
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+class Spare(object):
+    """A fork made while the runner has nothing running, waiting for the
+    next request: the fork, and the setup no request changes, are then
+    paid between runs rather than in one (on a 2-CPU machine, the
+    controller's own work between two tasks leaves time for both)."""
+
+    def __init__(self, owned):
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError:
+            ours.close()
+            theirs.close()
+            raise
+        if pid == 0:
+            ours.close()
+            run_spare(owned, theirs)
+        theirs.close()
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.ESRCH):
+                raise
+        self.pid, self.channel = pid, ours
+
+    def hand(self, msg, fds):
+        """Gives the spare its request; False if it could not take it
+        (it is then being killed)."""
+        try:
+            self.channel.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('%di' % len(fds), *fds))])
+            return True
+        except OSError:
+            kill_group(self.pid)
+            return False
+        finally:
+            self.channel.close()
+
+    def discard(self):
+        kill_group(self.pid)
+        self.channel.close()
+
+
 def serve(sock):
     wake_r, wake_w = os.pipe()
     for fd in (wake_r, wake_w):
@@ -426,16 +528,22 @@ def serve(sock):
         os.set_inheritable(fd, False)
     signal.set_wakeup_fd(wake_w)
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
-    children = set()
-    reported = set()  # children whose early status was sent on
+    children = set()  # the runs, until reaped
+    reported = set()  # runs whose early status was sent on
+    ended = set()  # forks that were never runs (spares let go), until reaped
+    spare = None
     status_sock = status_socket()
     owned = [sock, wake_r, wake_w]
     watched = [sock, wake_r]
     if status_sock is not None:
         owned.append(status_sock)
         watched.append(status_sock)
-    fdsize = socket.CMSG_SPACE(3 * 4)
     while True:
+        if spare is None and not children:
+            try:
+                spare = Spare(owned)
+            except OSError:
+                pass  # the next run forks for itself
         try:
             ready, _, _ = select.select(watched, [], [])
         except InterruptedError:
@@ -448,64 +556,69 @@ def serve(sock):
                 os.read(wake_r, 4096)
             except BlockingIOError:
                 pass
-            while children:
+            while True:
                 try:
                     pid, status = os.waitpid(-1, os.WNOHANG)
                 except ChildProcessError:
                     break
                 if pid == 0:
                     break
-                children.discard(pid)
-                if pid in reported:
-                    reported.discard(pid)
-                else:
-                    send(sock, {'pid': pid, 'status': status})
+                if spare is not None and pid == spare.pid:
+                    spare.channel.close()
+                    spare = None
+                elif pid in ended:
+                    ended.discard(pid)
+                elif pid in children:
+                    children.discard(pid)
+                    if pid in reported:
+                        reported.discard(pid)
+                    else:
+                        send(sock, {'pid': pid, 'status': status})
         if sock not in ready:
             continue
-        msg, anc, _, _ = sock.recvmsg(MAX_MSG, fdsize)
-        fds = []
-        for level, kind, data in anc:
-            if level == socket.SOL_SOCKET and kind == socket.SCM_RIGHTS:
-                fds.extend(int.from_bytes(data[i:i + 4], sys.byteorder) for i in range(0, len(data) - len(data) % 4, 4))
+        msg, fds = receive(sock)
         if not msg:
             # The agent is gone: so are the runs it started.
             for pid in children:
-                try:
-                    os.killpg(pid, signal.SIGKILL)
-                except OSError:
-                    pass
+                kill_group(pid)
+            if spare is not None:
+                spare.discard()
             return
         try:
-            req = json.loads(msg.decode('utf-8'))
-            if len(fds) != 3:
-                raise ValueError('want 3 descriptors, got %d' % len(fds))
-            env = dict(kv.split('=', 1) for kv in req['env'])
-            rid, cwd = req['id'], req['cwd']
+            rid, env, cwd = parse_request(msg, fds)
         except Exception as e:
             for fd in fds:
                 os.close(fd)
             send(sock, {'id': None, 'error': 'bad request: %s' % e})
             continue
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError as e:
-            for fd in fds:
-                os.close(fd)
-            send(sock, {'id': rid, 'error': 'fork: %s' % e})
-            continue
-        if pid == 0:
-            run_child(owned, fds, env, cwd)
-        try:
-            os.setpgid(pid, pid)  # also done by the child: whichever runs first
-        except OSError as e:
-            if e.errno not in (errno.EACCES, errno.ESRCH):
-                raise
+        pid, ahead = None, False
+        if spare is not None:
+            if spare.hand(msg, fds):
+                pid, ahead = spare.pid, True
+            else:
+                ended.add(spare.pid)
+            spare = None
+        if pid is None:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            try:
+                pid = os.fork()
+            except OSError as e:
+                for fd in fds:
+                    os.close(fd)
+                send(sock, {'id': rid, 'error': 'fork: %s' % e})
+                continue
+            if pid == 0:
+                run_child(owned, fds, env, cwd)
+            try:
+                os.setpgid(pid, pid)  # also done by the child: whichever runs first
+            except OSError as e:
+                if e.errno not in (errno.EACCES, errno.ESRCH):
+                    raise
         for fd in fds:
             os.close(fd)
         children.add(pid)
-        send(sock, {'id': rid, 'pid': pid})
+        send(sock, {'id': rid, 'pid': pid, 'ahead': ahead})
 
 
 def main():
