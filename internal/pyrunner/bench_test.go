@@ -22,7 +22,8 @@ func BenchmarkCommandModuleBetweenTasks(b *testing.B) { benchCommandModule(b, 20
 
 func benchCommandModule(b *testing.B, gap time.Duration) {
 	payload := ansiballz.Payload(b, "command", map[string]any{"_raw_params": "hostname"}, ansiballz.Python)
-	_, zip, _ := ansiballz.Split(b, payload)
+	prefix, zip, suffix := ansiballz.Split(b, payload)
+	script := append(append([]byte{}, prefix...), suffix...) // the zip apart, as the exec server sends it
 	p := &Pool{}
 	defer p.Close()
 	env := os.Environ()
@@ -35,14 +36,14 @@ func benchCommandModule(b *testing.B, gap time.Duration) {
 		}
 		inR, inW, _ := os.Pipe()
 		outR, outW, _ := os.Pipe()
-		proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, inR, outW, outW)
+		proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip, Apart: true, ZipAt: len(prefix)}, inR, outW, outW)
 		inR.Close()
 		outW.Close()
 		if err != nil {
 			b.Fatal(err)
 		}
 		go func() {
-			inW.Write(payload)
+			inW.Write(script)
 			inW.Close()
 		}()
 		io.Copy(io.Discard, outR)

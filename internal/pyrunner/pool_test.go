@@ -111,3 +111,83 @@ func TestForkedAhead(t *testing.T) {
 		t.Fatalf("stats %+v: want one runner whose one run was forked ahead", stats)
 	}
 }
+
+// runApart runs script, whose bytes [at, at+len(zip)) are zip, with the
+// zip apart from its stdin (Spec.Apart), and returns its output and
+// exit status.
+func runApart(t *testing.T, p *Pool, prefix, zip, suffix []byte) (string, int) {
+	t.Helper()
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer outR.Close()
+	spec := Spec{Interpreter: ansiballz.Python, Env: os.Environ(), Zip: zip, Apart: true, ZipAt: len(prefix)}
+	proc, err := p.Start(context.Background(), spec, inR, outW, outW)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inW.Write(append(append([]byte{}, prefix...), suffix...))
+	inW.Close()
+	out, _ := io.ReadAll(outR)
+	st, err := proc.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), st.ExitStatus()
+}
+
+// TestZipApart: a script whose zip the runner holds, not its stdin,
+// runs as the whole script would, down to a syntax error on the zip's
+// own line.
+func TestZipApart(t *testing.T) {
+	p := &Pool{}
+	defer p.Close()
+	payload := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "echo apart"}, ansiballz.Python)
+	prefix, zip, suffix := ansiballz.Split(t, payload)
+	for range 2 { // the zip written for the runner, then held by it
+		if out, rc := runApart(t, p, prefix, zip, suffix); rc != 0 || !strings.Contains(out, `"stdout": "apart"`) {
+			t.Fatalf("rc %d, output %q", rc, out)
+		}
+	}
+
+	// Syntax errors, after the literal on its line and elsewhere: told
+	// as for the whole script on stdin.
+	for _, bad := range [][]byte{
+		append(append([]byte{}, suffix[:3]...), []byte(" +\n")...),
+		append(append([]byte{}, suffix...), []byte("\nif:\n")...),
+	} {
+		out, rc := runApart(t, p, prefix, zip, bad)
+		whole, wrc := runWhole(t, p, append(append(append([]byte{}, prefix...), zip...), bad...))
+		if rc != 1 || wrc != 1 || out != whole || !strings.HasSuffix(out, "SyntaxError: invalid syntax\n") {
+			t.Fatalf("rc %d, output ending %q; want 1 and as the whole script: rc %d, ending %q",
+				rc, out[max(0, len(out)-300):], wrc, whole[max(0, len(whole)-300):])
+		}
+	}
+}
+
+// runWhole runs script from stdin, its zip in it, and returns its
+// output and exit status.
+func runWhole(t *testing.T, p *Pool, script []byte) (string, int) {
+	t.Helper()
+	_, zip, _ := ansiballz.Split(t, script)
+	inR, inW, _ := os.Pipe()
+	outR, outW, _ := os.Pipe()
+	defer outR.Close()
+	proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: os.Environ(), Zip: zip}, inR, outW, outW)
+	inR.Close()
+	outW.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		inW.Write(script)
+		inW.Close()
+	}()
+	out, _ := io.ReadAll(outR)
+	st, err := proc.Wait()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), st.ExitStatus()
+}

@@ -26,6 +26,11 @@
 // wrapping ErrUnavailable: the caller runs the command the plain way.
 // A runner that dies is replaced on the next Start; one whose resident
 // memory grew past Pool.MaxRSS is replaced after its run.
+//
+// A module's zip is most of its script (175 KiB of a command module's
+// 180): a runner holds the text of the zips it was given (at most 32
+// MiB, runner.py's ZIP_TEXT_MAX), read once from its private directory,
+// and a run reads and compiles only the wrapper around it (Spec.Apart).
 package pyrunner
 
 import (
@@ -36,6 +41,7 @@ import (
 	_ "embed"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -110,6 +116,12 @@ type Spec struct {
 	// Zip is the module's zip in base64, as the AnsiballZ wrapper holds
 	// it; the runner preloads its ansible.module_utils.
 	Zip []byte
+	// Apart says that the script on stdin lacks Zip, which belongs at
+	// byte ZipAt of it: the runner holds each zip's text, and a run
+	// compiles only the wrapper's few KiB around it. Without it stdin
+	// holds the whole script.
+	Apart bool
+	ZipAt int
 }
 
 // families caches the family of each zip seen, by the sha256 of its
@@ -126,13 +138,14 @@ type familyOf struct {
 
 const maxFamilies = 1024
 
-func (f *families) of(zip64 []byte) ([sha256.Size]byte, error) {
+// of returns the family of zip64, and zip64's own sha256.
+func (f *families) of(zip64 []byte) (family, self [sha256.Size]byte, err error) {
 	k := sha256.Sum256(zip64)
 	f.mu.Lock()
 	fo, ok := f.m[k]
 	f.mu.Unlock()
 	if ok {
-		return fo.sum, fo.err
+		return fo.sum, k, fo.err
 	}
 	raw, err := base64.StdEncoding.DecodeString(string(zip64))
 	if err == nil {
@@ -146,7 +159,7 @@ func (f *families) of(zip64 []byte) ([sha256.Size]byte, error) {
 	}
 	f.m[k] = fo
 	f.mu.Unlock()
-	return fo.sum, fo.err
+	return fo.sum, k, fo.err
 }
 
 // maxFamilyBytes bounds the bytes Family reads from a zip's entries.
@@ -229,7 +242,10 @@ func (p *Pool) Start(ctx context.Context, spec Spec, stdin, stdout, stderr *os.F
 	if !filepath.IsAbs(spec.Interpreter) {
 		return nil, fmt.Errorf("%w: interpreter %q is not an absolute path", ErrUnavailable, spec.Interpreter)
 	}
-	family, err := p.families.of(spec.Zip)
+	if spec.Apart && (spec.ZipAt < 0 || len(spec.Zip) == 0) {
+		return nil, fmt.Errorf("%w: a zip apart from the script at byte %d", ErrUnavailable, spec.ZipAt)
+	}
+	family, zipSum, err := p.families.of(spec.Zip)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 	}
@@ -239,7 +255,7 @@ func (p *Pool) Start(ctx context.Context, spec Spec, stdin, stdout, stderr *os.F
 		if err != nil {
 			return nil, err
 		}
-		proc, err := r.start(spec, stdin, stdout, stderr)
+		proc, err := r.start(spec, zipSum, stdin, stdout, stderr)
 		if err == nil || !errors.Is(err, ErrDied) {
 			return proc, err
 		}
@@ -436,16 +452,19 @@ type runner struct {
 	exited   chan struct{} // closed once the process was waited for
 	loopDone chan struct{} // closed once readLoop returned
 
-	cmd   *exec.Cmd
-	ctl   *os.File // our end of the control socket
-	dir   string
-	pid   int
-	wmu   sync.Mutex // serialises requests and their replies
-	mu    sync.Mutex
-	runs  int64
-	early int64 // runs whose status came before their teardown
-	ahead int64 // runs forked before their request
-	next  int64
+	cmd *exec.Cmd
+	ctl *os.File // our end of the control socket
+	dir string
+	pid int
+	wmu sync.Mutex // serialises requests and their replies
+	// zipFiles are the zips written to dir for the runner (zipFile),
+	// the least recently used first; under wmu.
+	zipFiles [][sha256.Size]byte
+	mu       sync.Mutex
+	runs     int64
+	early    int64 // runs whose status came before their teardown
+	ahead    int64 // runs forked before their request
+	next     int64
 	// started gets the reply to the request in flight.
 	started   chan startReply
 	procs     map[int]*Proc // by pid, runs not yet ended
@@ -701,7 +720,7 @@ func (r *runner) rss() int64 {
 }
 
 // start asks the runner for a fork running the script on stdin.
-func (r *runner) start(spec Spec, stdin, stdout, stderr *os.File) (*Proc, error) {
+func (r *runner) start(spec Spec, zipSum [sha256.Size]byte, stdin, stdout, stderr *os.File) (*Proc, error) {
 	r.wmu.Lock()
 	defer r.wmu.Unlock()
 	r.mu.Lock()
@@ -722,7 +741,18 @@ func (r *runner) start(spec Spec, stdin, stdout, stderr *os.File) (*Proc, error)
 			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
 		}
 	}
-	req, err := json.Marshal(map[string]any{"id": id, "env": slices.Clip(spec.Env), "cwd": cwd})
+	fields := map[string]any{"id": id, "env": slices.Clip(spec.Env), "cwd": cwd}
+	if spec.Apart {
+		path, err := r.zipFile(zipSum, spec.Zip)
+		if err != nil {
+			r.mu.Lock()
+			r.started = nil
+			r.mu.Unlock()
+			return nil, fmt.Errorf("%w: %v", ErrUnavailable, err)
+		}
+		fields["zip"] = map[string]any{"key": hex.EncodeToString(zipSum[:]), "path": path, "at": spec.ZipAt}
+	}
+	req, err := json.Marshal(fields)
 	if err != nil {
 		return nil, err
 	}
@@ -757,6 +787,36 @@ func (r *runner) start(spec Spec, stdin, stdout, stderr *os.File) (*Proc, error)
 		return nil, fmt.Errorf("%w: %v", ErrUnavailable, rep.err)
 	}
 	return rep.proc, nil
+}
+
+// maxZipFiles bounds the zips a runner's directory holds for it to
+// load (runner.py keeps the text of those it loaded, bounded too).
+const maxZipFiles = 16
+
+// zipFile returns the file in the runner's private directory that holds
+// zip64, whose sha256 is sum, written now if it is not there. Called
+// with wmu held.
+func (r *runner) zipFile(sum [sha256.Size]byte, zip64 []byte) (string, error) {
+	path := filepath.Join(r.dir, hex.EncodeToString(sum[:])+".b64")
+	if i := slices.Index(r.zipFiles, sum); i >= 0 {
+		r.zipFiles = append(slices.Delete(r.zipFiles, i, i+1), sum) // the most recent last
+		return path, nil
+	}
+	if len(r.zipFiles) >= maxZipFiles {
+		old := r.zipFiles[0]
+		r.zipFiles = slices.Delete(r.zipFiles, 0, 1)
+		os.Remove(filepath.Join(r.dir, hex.EncodeToString(old[:])+".b64"))
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, zip64, 0o600); err != nil {
+		return "", err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return "", err
+	}
+	r.zipFiles = append(r.zipFiles, sum)
+	return path, nil
 }
 
 // limitedBuffer keeps the first max bytes written.

@@ -344,13 +344,13 @@ def early_statuses(status_sock, children, reported):
             out.append((pid, status))
 
 
-def run_child(owned, fds, env, cwd):
+def run_child(owned, fds, env, cwd, z):
     """A run forked for its request: it never returns."""
     status = 1
     try:
         prepare(owned)
         begin(fds, env, cwd)
-        run_script()
+        run_script(z)
     except SystemExit as e:
         status = exit_status(e)
     except BaseException:
@@ -368,9 +368,9 @@ def run_spare(owned, channel):
         channel.close()
         if not msg:
             os._exit(0)  # never a run: the runner is gone or let it go
-        _, env, cwd = parse_request(msg, fds)
+        _, env, cwd, z = parse_request(msg, fds)
         begin(fds, env, cwd)
-        run_script()
+        run_script(z)
     except SystemExit as e:
         status = exit_status(e)
     except BaseException:
@@ -420,10 +420,11 @@ def begin(fds, env, cwd):
     os.chdir(cwd)
 
 
-def run_script():
-    """Runs the script read from stdin in __main__. Returns only by
-    raising SystemExit, which the run turns into the exit the
-    interpreter would make for the script itself."""
+def run_script(z):
+    """Runs the script read from stdin (with the zip it lacks, if z says
+    so) in __main__. Returns only by raising SystemExit, which the run
+    turns into the exit the interpreter would make for the script
+    itself."""
     main = sys.modules['__main__']
     chunks = []
     while True:
@@ -432,8 +433,15 @@ def run_script():
             break
         chunks.append(b)
     try:
-        code = compile(b''.join(chunks), '<stdin>', 'exec', dont_inherit=True)
-        del chunks
+        code = compile_script(b''.join(chunks), z)
+    except (SyntaxError, ValueError) as e:
+        # As the interpreter reports a script that does not compile:
+        # no traceback, the error alone.
+        e.__traceback__ = None
+        sys.excepthook(type(e), e, None)
+        raise SystemExit(1)
+    del chunks
+    try:
         exec(code, main.__dict__)
     except SystemExit:
         raise
@@ -461,13 +469,77 @@ def receive(sock):
 
 
 def parse_request(msg, fds):
-    """A request's id, environment and directory; ValueError (and more)
+    """A request's id, environment, directory and zip (None, or the key,
+    file and offset of the zip its script lacks); ValueError (and more)
     for a malformed one."""
     req = json.loads(msg.decode('utf-8'))
     if len(fds) != 3:
         raise ValueError('want 3 descriptors, got %d' % len(fds))
     env = dict(kv.split('=', 1) for kv in req['env'])
-    return req['id'], env, req['cwd']
+    z = req.get('zip')
+    if z is not None:
+        z = (str(z['key']), str(z['path']), int(z['at']))
+        if z[2] < 0:
+            raise ValueError('zip at %d' % z[2])
+    return req['id'], env, req['cwd'], z
+
+
+# The text of the zips runs' scripts lack, by key, the most recently
+# used last; at most ZIP_TEXT_MAX bytes of them. A fork inherits them.
+ZIP_TEXT = {}
+ZIP_TEXT_MAX = 32 << 20
+
+
+def load_zip(key, path):
+    """The zip text for key, read from path if the runner lacks it."""
+    text = ZIP_TEXT.pop(key, None)
+    if text is None:
+        with io.open(path, 'rb') as f:
+            text = f.read().decode('ascii')
+        while ZIP_TEXT and sum(len(t) for t in ZIP_TEXT.values()) + len(text) > ZIP_TEXT_MAX:
+            del ZIP_TEXT[next(iter(ZIP_TEXT))]
+    ZIP_TEXT[key] = text
+    return text
+
+
+def swap_const(code, old, new):
+    """code with its (and its functions') constant old replaced by new,
+    and how many were."""
+    consts, n = [], 0
+    for c in code.co_consts:
+        if isinstance(c, types.CodeType):
+            c, k = swap_const(c, old, new)
+            n += k
+        elif type(c) is str and c == old:
+            c, n = new, n + 1
+        consts.append(c)
+    return code.replace(co_consts=tuple(consts)), n
+
+
+def compile_script(data, z):
+    """The code of the script read from stdin (data), with the zip it
+    lacks when z says so: compiled with a short placeholder in the zip's
+    string literal, which then becomes the zip's text. That is the whole
+    script's code without compiling the zip's hundreds of KiB, bar the
+    columns of what follows the literal on its line, which the
+    traceback of a script read from stdin never shows (it has no source
+    lines to mark). A syntax error is the whole script's own."""
+    if z is None:
+        return compile(data, '<stdin>', 'exec', dont_inherit=True)
+    key, path, at = z
+    text = ZIP_TEXT.get(key)
+    if text is None:
+        text = load_zip(key, path)
+    if hasattr(types.CodeType, 'replace'):
+        mark = 'spindlezip' + os.urandom(8).hex()
+        if mark.encode() not in data:
+            try:
+                code, n = swap_const(compile(data[:at] + mark.encode() + data[at:], '<stdin>', 'exec', dont_inherit=True), mark, text)
+                if n == 1:
+                    return code
+            except SyntaxError:
+                pass  # the whole script's own error, below
+    return compile(data[:at] + text.encode('ascii') + data[at:], '<stdin>', 'exec', dont_inherit=True)
 
 
 def kill_group(pid):
@@ -503,6 +575,7 @@ class Spare(object):
             if e.errno not in (errno.EACCES, errno.ESRCH):
                 raise
         self.pid, self.channel = pid, ours
+        self.zips = frozenset(ZIP_TEXT)  # the zip texts it has
 
     def hand(self, msg, fds):
         """Gives the spare its request; False if it could not take it
@@ -585,12 +658,24 @@ def serve(sock):
                 spare.discard()
             return
         try:
-            rid, env, cwd = parse_request(msg, fds)
+            rid, env, cwd, z = parse_request(msg, fds)
         except Exception as e:
             for fd in fds:
                 os.close(fd)
             send(sock, {'id': None, 'error': 'bad request: %s' % e})
             continue
+        if z is not None:
+            try:
+                load_zip(z[0], z[1])
+            except Exception as e:
+                for fd in fds:
+                    os.close(fd)
+                send(sock, {'id': rid, 'error': 'zip %s: %s' % (z[1], e)})
+                continue
+            if spare is not None and z[0] not in spare.zips:
+                ended.add(spare.pid)  # forked before the runner had the zip
+                spare.discard()
+                spare = None
         pid, ahead = None, False
         if spare is not None:
             if spare.hand(msg, fds):
@@ -609,7 +694,7 @@ def serve(sock):
                 send(sock, {'id': rid, 'error': 'fork: %s' % e})
                 continue
             if pid == 0:
-                run_child(owned, fds, env, cwd)
+                run_child(owned, fds, env, cwd, z)
             try:
                 os.setpgid(pid, pid)  # also done by the child: whichever runs first
             except OSError as e:

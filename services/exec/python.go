@@ -15,10 +15,17 @@ import (
 )
 
 // runPython runs c in a fork of the warm runner for its interpreter
-// (Cmd.Python), with the environment and directory cmd would have had.
+// (Cmd.Python), with the environment and directory cmd would have had;
+// parts are c's stdin parts, the zip among them, which the runner holds
+// and the script's stdin lacks (pyrunner.Spec.Apart).
 // An error wrapping pyrunner.ErrUnavailable means nothing ran: the
 // caller starts cmd instead.
-func runPython(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd, zip []byte, fw *frameWriter, truncated *[3]bool) (*Result, error) {
+func runPython(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cmd, parts [][]byte, fw *frameWriter, truncated *[3]bool) (*Result, error) {
+	zip := parts[c.Python.ZipPart]
+	at := 0
+	for _, p := range parts[:c.Python.ZipPart] {
+		at += len(p)
+	}
 	var files []*os.File
 	pipe := func() (r, w *os.File, err error) {
 		if r, w, err = os.Pipe(); err == nil {
@@ -46,7 +53,8 @@ func runPython(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cm
 		return nil, fmt.Errorf("%w: %v", pyrunner.ErrUnavailable, err)
 	}
 	dir := cmd.Dir
-	proc, err := pyrunner.Default.Start(tctx, pyrunner.Spec{Interpreter: c.Python.Interpreter, Env: cmd.Env, Dir: dir, Zip: zip}, stdinR, outW, errW)
+	spec := pyrunner.Spec{Interpreter: c.Python.Interpreter, Env: cmd.Env, Dir: dir, Zip: zip, Apart: true, ZipAt: at}
+	proc, err := pyrunner.Default.Start(tctx, spec, stdinR, outW, errW)
 	// The fork holds its own copies now.
 	stdinR.Close()
 	outW.Close()
@@ -75,7 +83,13 @@ func runPython(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cm
 	stdinDone := make(chan struct{})
 	go func() {
 		defer close(stdinDone)
-		feedStdin(stdinW, c.Stdin, call.Circuit)
+		// c.Stdin is the parts joined: the script without its zip is
+		// what comes before it and after it.
+		if _, err := stdinW.Write(c.Stdin[:at]); err == nil {
+			feedStdin(stdinW, c.Stdin[at+len(zip):], call.Circuit)
+		} else {
+			io.Copy(io.Discard, call.Circuit) //nolint:errcheck // as feedStdin does
+		}
 		stdinW.Close()
 	}()
 	stopControls := handleControls(call, proc.Pid, nil)

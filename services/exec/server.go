@@ -257,7 +257,7 @@ func handleStart(ctx context.Context, call *rpc.Call) (any, error) {
 	)
 	ran := false
 	if c.Python != nil && !c.PTY && c.Python.ZipPart >= 0 && c.Python.ZipPart < len(parts) {
-		res, err = runPython(ctx, tctx, call, &c, cmd, parts[c.Python.ZipPart], fw, &truncated)
+		res, err = runPython(ctx, tctx, call, &c, cmd, parts, fw, &truncated)
 		ran = !errors.Is(err, pyrunner.ErrUnavailable)
 	}
 	switch {
