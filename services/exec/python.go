@@ -12,7 +12,22 @@ import (
 
 	"github.com/spindle-rpc/spindle/internal/pyrunner"
 	"github.com/spindle-rpc/spindle/rpc"
+	"golang.org/x/sys/unix"
 )
+
+// pipeSize is what the pipe w holds without a reader (a user past
+// pipe-user-pages-soft gets one page), 0 if unknown.
+func pipeSize(w *os.File) int {
+	rc, err := w.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	n := 0
+	rc.Control(func(fd uintptr) { //nolint:errcheck // n stays 0
+		n, _ = unix.FcntlInt(fd, unix.F_GETPIPE_SZ, 0)
+	})
+	return n
+}
 
 // runPython runs c in a fork of the warm runner for its interpreter
 // (Cmd.Python), with the environment and directory cmd would have had;
@@ -52,6 +67,16 @@ func runPython(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cm
 		closeAll()
 		return nil, fmt.Errorf("%w: %v", pyrunner.ErrUnavailable, err)
 	}
+	// c.Stdin is the parts joined: the script without its zip is what
+	// comes before it and after it. Written before the run starts when
+	// a pipe holds it (a wrapper's few KiB), so that the run finds it
+	// there rather than waiting for a goroutine of ours to be scheduled.
+	before, after := c.Stdin[:at], c.Stdin[at+len(zip):]
+	if len(before)+len(after) <= pipeSize(stdinW) {
+		stdinW.Write(before) //nolint:errcheck // nothing reads it yet: it fits
+		stdinW.Write(after)  //nolint:errcheck // as above
+		before, after = nil, nil
+	}
 	dir := cmd.Dir
 	spec := pyrunner.Spec{Interpreter: c.Python.Interpreter, Env: cmd.Env, Dir: dir, Zip: zip, Apart: true, ZipAt: at}
 	proc, err := pyrunner.Default.Start(tctx, spec, stdinR, outW, errW)
@@ -83,10 +108,8 @@ func runPython(ctx, tctx context.Context, call *rpc.Call, c *Cmd, cmd *osexec.Cm
 	stdinDone := make(chan struct{})
 	go func() {
 		defer close(stdinDone)
-		// c.Stdin is the parts joined: the script without its zip is
-		// what comes before it and after it.
-		if _, err := stdinW.Write(c.Stdin[:at]); err == nil {
-			feedStdin(stdinW, c.Stdin[at+len(zip):], call.Circuit)
+		if _, err := stdinW.Write(before); err == nil {
+			feedStdin(stdinW, after, call.Circuit)
 		} else {
 			io.Copy(io.Discard, call.Circuit) //nolint:errcheck // as feedStdin does
 		}
