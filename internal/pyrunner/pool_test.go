@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -190,4 +191,27 @@ func runWhole(t *testing.T, p *Pool, script []byte) (string, int) {
 		t.Fatal(err)
 	}
 	return string(out), st.ExitStatus()
+}
+
+// TestCodeCache: a runner compiles its zip's module_utils once; the
+// next runner for them takes the compiled code from the cache, and runs
+// as well.
+func TestCodeCache(t *testing.T) {
+	dir := t.TempDir()
+	payload := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "echo cached"}, ansiballz.Python)
+	for i, want := range []string{"none cached", "cached"} {
+		p := &Pool{CodeCacheDir: dir}
+		if out := run(t, p, payload, os.Environ()); !strings.Contains(out, `"stdout": "cached"`) {
+			t.Fatalf("runner %d: output %q", i, out)
+		}
+		stats := p.Stats()
+		p.Close()
+		if len(stats) != 1 || (want == "cached") != (stats[0].CachedCode > 0) {
+			t.Fatalf("runner %d: stats %+v; want %s", i, stats, want)
+		}
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.marshal"))
+	if len(files) != 1 {
+		t.Fatalf("cache files %v: want one", files)
+	}
 }

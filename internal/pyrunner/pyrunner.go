@@ -57,6 +57,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/spindle-rpc/spindle/bootstrap"
 	"github.com/spindle-rpc/spindle/internal/tether"
 	"golang.org/x/sys/unix"
 )
@@ -88,6 +89,12 @@ type Pool struct {
 	MaxRunners int
 	// MaxRSS bounds a runner's resident memory; default DefaultMaxRSS.
 	MaxRSS int64
+	// CodeCacheDir is where runners keep the compiled code of the
+	// module_utils they preload, a file per family and interpreter
+	// (runner.py's CodeCache, at most 16 files); default pycode/ in
+	// the agent's private cache directory (bootstrap.PrivateDir),
+	// "-" for none.
+	CodeCacheDir string
 
 	families families
 
@@ -391,8 +398,11 @@ type Stat struct {
 	// EarlyStatuses how many reported their status before their
 	// teardown (report_status), the others when the runner reaped them.
 	Runs, Ahead, EarlyStatuses int64
-	// Preloaded are the modules it imported from its first zip.
-	Preloaded []string
+	// Preloaded are the modules it imported from its first zip;
+	// CachedCode how many of the zip's sources it did not compile, their
+	// code cached by an earlier runner (Pool.CodeCacheDir).
+	Preloaded  []string
+	CachedCode int
 }
 
 // Stats describes the live runners.
@@ -414,7 +424,7 @@ func (p *Pool) Stats() []Stat {
 			continue
 		}
 		r.mu.Lock()
-		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, Ahead: r.ahead, EarlyStatuses: r.early, Preloaded: r.preloaded}
+		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, Ahead: r.ahead, EarlyStatuses: r.early, Preloaded: r.preloaded, CachedCode: r.cachedCode}
 		r.mu.Unlock()
 		s.RSS = r.rss()
 		out = append(out, s)
@@ -441,6 +451,21 @@ func (p *Pool) Close() {
 
 var errUnsupported = errors.New("the interpreter cannot host a runner")
 
+// codeCacheDir is CodeCacheDir or its default, "" for none.
+func (p *Pool) codeCacheDir() string {
+	switch p.CodeCacheDir {
+	case "-":
+		return ""
+	case "":
+		d, err := bootstrap.PrivateDir()
+		if err != nil {
+			return ""
+		}
+		return filepath.Join(d, "pycode")
+	}
+	return p.CodeCacheDir
+}
+
 // runner is one warm interpreter.
 type runner struct {
 	pool *Pool
@@ -466,11 +491,12 @@ type runner struct {
 	ahead    int64 // runs forked before their request
 	next     int64
 	// started gets the reply to the request in flight.
-	started   chan startReply
-	procs     map[int]*Proc // by pid, runs not yet ended
-	died      bool
-	idleStop  bool
-	preloaded []string
+	started    chan startReply
+	procs      map[int]*Proc // by pid, runs not yet ended
+	died       bool
+	idleStop   bool
+	preloaded  []string
+	cachedCode int
 }
 
 type startReply struct {
@@ -483,6 +509,7 @@ type msg struct {
 	Ready     bool     `json:"ready"`
 	Pid       int      `json:"pid"`
 	Preloaded []string `json:"preloaded"`
+	Cached    int      `json:"cached_code"`
 	Error     string   `json:"error"`
 	ID        *int64   `json:"id"`
 	Status    *int     `json:"status"`
@@ -523,7 +550,12 @@ func (r *runner) startProcess(spec Spec) error {
 		return err
 	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "pyrunner-ctl"), os.NewFile(uintptr(fds[1]), "pyrunner-ctl")
-	cmd := exec.Command(spec.Interpreter, "-c", script, zipPath)
+	args := []string{"-c", script, zipPath}
+	if dir := r.pool.codeCacheDir(); dir != "" {
+		interp := sha256.Sum256([]byte(spec.Interpreter))
+		args = append(args, filepath.Join(dir, hex.EncodeToString(r.key.family[:8])+"-"+hex.EncodeToString(interp[:8])+".marshal"))
+	}
+	cmd := exec.Command(spec.Interpreter, args...)
 	cmd.Env = spec.Env
 	cmd.Dir = spec.Dir
 	cmd.ExtraFiles = []*os.File{theirs}
@@ -572,7 +604,7 @@ func (r *runner) startProcess(spec Spec) error {
 		}
 		return fmt.Errorf("%s runner did not start: %s", spec.Interpreter, why)
 	}
-	r.preloaded = m.Preloaded
+	r.preloaded, r.cachedCode = m.Preloaded, m.Cached
 	return nil
 }
 

@@ -55,5 +55,35 @@ class EarlyStatusTest(unittest.TestCase):
         self.assertEqual(runner.early_statuses(self.sock, {pid}, set()), [(pid, 3 << 8)])
 
 
+class CodeCacheTest(unittest.TestCase):
+    def test_cached_code_gets_its_filename(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "f.marshal")
+            first = runner.CodeCache(path)
+            code = first.compile(b"def f():\n    return 42\n", "/one/a.py")
+            self.assertEqual((first.hits, first.misses), (0, 1))
+            first.save()
+            second = runner.CodeCache(path)
+            again = second.compile(b"def f():\n    return 42\n", "/two/a.py")
+            self.assertEqual((second.hits, second.misses), (1, 0))
+            self.assertEqual(again.co_filename, "/two/a.py")
+            self.assertEqual(again.co_consts[0].co_filename, "/two/a.py")
+            ns = {}
+            exec(again, ns)
+            self.assertEqual(ns["f"](), 42)
+            self.assertIsNotNone(code)
+
+    def test_bad_file_ignored(self):
+        import tempfile
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "f.marshal")
+            with open(path, "wb") as f:
+                f.write(runner.CodeCache(None).header + b"garbage")
+            cache = runner.CodeCache(path)
+            cache.compile(b"x = 1\n", "/x.py")
+            self.assertEqual((cache.hits, cache.misses), (0, 1))
+
+
 if __name__ == "__main__":
     unittest.main()
