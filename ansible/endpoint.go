@@ -525,14 +525,9 @@ func (e *Endpoint) put(ctx context.Context, r *request) *Error {
 	}
 	// A missing directory on the host is no missing source.
 	return e.withConn(ctx, r, stageWrite, func(c *conn) (bool, error) {
-		mode := uint32(0)
-		if _, err := fs.Stat(ctx, c.cx, r.Dst); errors.Is(err, errkind.ErrNotFound) {
-			mode = 0o600
-		} else if err != nil && errors.Is(err, errkind.ErrDisconnected) {
-			return false, err
-		}
-		_, err := fs.PutFile(ctx, c.cx, r.Src, r.Dst, false, fs.PutOptions{WriteOptions: fs.WriteOptions{Mode: mode}})
-		return true, err
+		// A new file 0600, a replaced one keeps its mode, in the put itself.
+		_, err := fs.PutFile(ctx, c.cx, r.Src, r.Dst, false, fs.PutOptions{WriteOptions: fs.WriteOptions{NewMode: 0o600}})
+		return !errors.Is(err, errkind.ErrDisconnected), err
 	})
 }
 

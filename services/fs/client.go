@@ -34,8 +34,9 @@ func Read(ctx context.Context, c rpc.Caller, path string, maxSize int64) ([]byte
 // mode and owner of the file it replaces) into an existing directory.
 type WriteOptions struct {
 	// Mode is the file's mode (io/fs.FileMode permission, setuid, setgid and
-	// sticky bits); 0 means 0644 for a new file, the old mode otherwise.
-	Mode uint32
+	// sticky bits); 0 means NewMode (0: 0644) for a new file, the old
+	// mode otherwise.
+	Mode, NewMode uint32
 	// UID and GID, or User and Group names, set the owner.
 	UID, GID    *int
 	User, Group string
@@ -49,7 +50,7 @@ func Write(ctx context.Context, c rpc.Caller, path string, data []byte, opts Wri
 		data = []byte{}
 	}
 	return callInfo(ctx, c, MethodWrite, &WriteArgs{
-		Path: path, Data: data, Mode: opts.Mode,
+		Path: path, Data: data, Mode: opts.Mode, NewMode: opts.NewMode,
 		UID: opts.UID, GID: opts.GID, User: opts.User, Group: opts.Group,
 		MkdirAll: opts.MkdirAll,
 	})

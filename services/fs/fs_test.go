@@ -268,6 +268,15 @@ func TestWrite(t *testing.T) {
 	if fi.FileMode() != 0o751 || fi.Size != 5 {
 		t.Fatalf("write with mode = %+v", fi)
 	}
+	// NewMode is for a file that is not there yet only.
+	fi = mustRun(t, handleWrite, MethodWrite, &WriteArgs{Path: f, Data: []byte("four"), NewMode: 0o600}).(*FileInfo)
+	if fi.FileMode() != 0o751 {
+		t.Fatalf("NewMode changed a replaced file's mode: %v", fi.FileMode())
+	}
+	fi = mustRun(t, handleWrite, MethodWrite, &WriteArgs{Path: filepath.Join(dir, "fresh"), Data: []byte("x"), NewMode: 0o600}).(*FileInfo)
+	if fi.FileMode() != 0o600 {
+		t.Fatalf("a new file with NewMode 0600: %v", fi.FileMode())
+	}
 	// Explicit modes are exact, umask or not; special bits are allowed.
 	g := filepath.Join(dir, "setgid")
 	fi = mustRun(t, handleWrite, MethodWrite, &WriteArgs{Path: g, Data: nil, Mode: uint32(0o777 | iofs.ModeSetgid)}).(*FileInfo)

@@ -98,9 +98,10 @@ type ReadResult struct {
 type WriteArgs struct {
 	Path string `msgpack:"path"`
 	Data []byte `msgpack:"data"`
-	// Mode is the new file's mode; 0 means 0644 for a new file and the old
-	// mode for a replaced one.
-	Mode uint32 `msgpack:"mode,omitempty"`
+	// Mode is the new file's mode; 0 means NewMode (0: 0644) for a new
+	// file and the old mode for a replaced one.
+	Mode    uint32 `msgpack:"mode,omitempty"`
+	NewMode uint32 `msgpack:"newmode,omitempty"`
 	// UID and GID, or User and Group names, set the owner when given.
 	UID      *int   `msgpack:"uid,omitempty"`
 	GID      *int   `msgpack:"gid,omitempty"`
@@ -410,6 +411,9 @@ func resolveWrite(method string, a *WriteArgs) (*writeTarget, error) {
 	if err := checkMode(method, a.Mode); err != nil {
 		return nil, err
 	}
+	if err := checkMode(method, a.NewMode); err != nil {
+		return nil, err
+	}
 	p := filepath.Clean(a.Path)
 	if p == "/" || strings.HasSuffix(a.Path, "/") {
 		return nil, errkind.Errorf(errkind.ErrBadArgs, "%s: path %q names a directory, not a file", method, a.Path)
@@ -454,9 +458,13 @@ func resolveWrite(method string, a *WriteArgs) (*writeTarget, error) {
 	}
 	mode := iofs.FileMode(a.Mode)
 	if a.Mode == 0 {
-		mode = 0o644
-		if old != nil {
+		switch {
+		case old != nil:
 			mode = old.Mode() & iofs.FileMode(modeBits)
+		case a.NewMode != 0:
+			mode = iofs.FileMode(a.NewMode)
+		default:
+			mode = 0o644
 		}
 	}
 	// Keep a replaced file's owner unless told otherwise (best effort: only

@@ -62,6 +62,7 @@ type PutArgs struct {
 	Size     int64  `msgpack:"size"`           // bytes on the circuit
 	SHA256   []byte `msgpack:"sha256,omitempty"`
 	Mode     uint32 `msgpack:"mode,omitempty"`
+	NewMode  uint32 `msgpack:"newmode,omitempty"` // WriteArgs.NewMode
 	UID      *int   `msgpack:"uid,omitempty"`
 	GID      *int   `msgpack:"gid,omitempty"`
 	User     string `msgpack:"user,omitempty"`
@@ -132,7 +133,7 @@ func handlePut(ctx context.Context, call *rpc.Call) (any, error) {
 	if err := call.Args(&a); err != nil {
 		return nil, err
 	}
-	wt, err := resolveWrite(MethodPut, &WriteArgs{Path: a.Path, Mode: a.Mode, UID: a.UID, GID: a.GID,
+	wt, err := resolveWrite(MethodPut, &WriteArgs{Path: a.Path, Mode: a.Mode, NewMode: a.NewMode, UID: a.UID, GID: a.GID,
 		User: a.User, Group: a.Group, MkdirAll: a.MkdirAll})
 	if err != nil {
 		return nil, err
@@ -350,7 +351,7 @@ func Put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64
 // then gives the sha256 of those bytes once they were all read (CopyOne
 // has its fs.Get's, of the same bytes, and saves hashing them twice).
 func put(ctx context.Context, c rpc.Caller, path string, r io.Reader, size int64, opts PutOptions, sum func() []byte) (*PutResult, error) {
-	a := &PutArgs{Path: path, Size: size, Mode: opts.Mode, UID: opts.UID, GID: opts.GID, User: opts.User,
+	a := &PutArgs{Path: path, Size: size, Mode: opts.Mode, NewMode: opts.NewMode, UID: opts.UID, GID: opts.GID, User: opts.User,
 		Group: opts.Group, MkdirAll: opts.MkdirAll, MTime: opts.MTime}
 	var res PutResult
 	if size <= InlineLimit {
