@@ -7,8 +7,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spindle-rpc/spindle/internal/testkit/ansiballz"
+	"golang.org/x/sys/unix"
 )
 
 // run runs payload in a fork of p's runner for env and returns stdout
@@ -213,5 +215,34 @@ func TestCodeCache(t *testing.T) {
 	files, _ := filepath.Glob(filepath.Join(dir, "*.marshal"))
 	if len(files) != 1 {
 		t.Fatalf("cache files %v: want one", files)
+	}
+}
+
+// TestRunnerEndsWithAgent: a runner whose agent closed its socket ends,
+// with its fork made ahead, which was reading that socket.
+func TestRunnerEndsWithAgent(t *testing.T) {
+	p := &Pool{}
+	defer p.Close()
+	payload := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "true"}, ansiballz.Python)
+	run(t, p, payload, os.Environ())
+	p.mu.Lock()
+	var r *runner
+	for _, r = range p.runners {
+	}
+	p.mu.Unlock()
+	// The runner's end of file, as the agent's exit gives it; our end
+	// stays open for readLoop to see the runner's.
+	rc, err := r.ctl.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var serr error
+	if err := rc.Control(func(fd uintptr) { serr = unix.Shutdown(int(fd), unix.SHUT_WR) }); err != nil || serr != nil {
+		t.Fatal(err, serr)
+	}
+	select {
+	case <-r.exited:
+	case <-time.After(time.Minute):
+		t.Fatal("the runner outlived its agent's socket by a minute")
 	}
 }

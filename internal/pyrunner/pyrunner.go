@@ -14,7 +14,9 @@
 // exits through the interpreter's own exit. Nothing a module does reaches
 // the runner or the next module. While nothing runs, the runner forks
 // its next run ahead, and that fork readies what no request changes,
-// then waits for its request: the fork is paid between tasks. A run
+// then reads its request from the agent's socket itself (the runner
+// leaves the socket to it until it took one): the fork, and a hop
+// through the runner, are paid between tasks. A run
 // closes its standard streams and
 // reports its exit status (a datagram to the runner, whose sender the
 // runner knows from the kernel's credentials) before its address space
@@ -549,6 +551,14 @@ func (r *runner) startProcess(spec Spec) error {
 		os.RemoveAll(dir)
 		return err
 	}
+	// Our end non-blocking, so that it is the poller's: a read then
+	// honours its deadline (StartTimeout) and a Close ends it.
+	if err := unix.SetNonblock(fds[0], true); err != nil {
+		unix.Close(fds[0])
+		unix.Close(fds[1])
+		os.RemoveAll(dir)
+		return err
+	}
 	ours, theirs := os.NewFile(uintptr(fds[0]), "pyrunner-ctl"), os.NewFile(uintptr(fds[1]), "pyrunner-ctl")
 	args := []string{"-c", script, zipPath}
 	if dir := r.pool.codeCacheDir(); dir != "" {
@@ -635,7 +645,9 @@ func (r *runner) readLoop() {
 		}
 		r.mu.Lock()
 		switch {
-		case m.ID != nil:
+		case m.ID != nil || (m.Error != "" && m.Status == nil):
+			// The answer to the request in flight (an error, even
+			// one whose id could not be read).
 			if r.started != nil {
 				var rep startReply
 				if m.Error != "" {

@@ -457,18 +457,35 @@ def run_child(owned, fds, env, cwd, z):
     fast_exit(status)
 
 
-def run_spare(owned, channel):
-    """A run forked ahead of its request, which comes on channel (as the
-    runner got it, with its descriptors): it never returns."""
+def run_spare(owned, sock, notify):
+    """A run forked ahead of its request, which it reads from the agent's
+    socket itself while the runner leaves that socket to it: it tells
+    the runner on notify that it took a request (and the zip it needs),
+    then answers the agent. It never returns."""
     status = 1
     try:
         prepare(owned)
-        populate(channel)
-        msg, fds = receive(channel)
-        channel.close()
+        populate(sock)
+        msg, fds = receive(sock)
         if not msg:
-            os._exit(0)  # never a run: the runner is gone or let it go
-        _, env, cwd, z = parse_request(msg, fds)
+            os._exit(0)  # the agent is gone: the runner sees it next
+        try:
+            rid, env, cwd, z = parse_request(msg, fds)
+        except Exception as e:
+            refuse(sock, fds, None, 'bad request: %s' % e)
+            os._exit(0)  # never a run
+        if z is not None:
+            try:
+                load_zip(z[0], z[1])
+            except Exception as e:
+                refuse(sock, fds, rid, 'zip %s: %s' % (z[1], e))
+                os._exit(0)
+        # Before the answer, so that the runner counts the run before it
+        # can end; the zip, for the runner to hold for the next ones.
+        os.write(notify, ('took\n%s\n%s' % (z[0], z[1]) if z is not None else 'took').encode())
+        os.close(notify)
+        send(sock, {'id': rid, 'pid': os.getpid(), 'ahead': True})
+        sock.close()
         begin(fds, env, cwd)
         run_script(z)
     except SystemExit as e:
@@ -684,48 +701,57 @@ def kill_group(pid):
 
 
 class Spare(object):
-    """A fork made while the runner has nothing running, waiting for the
-    next request: the fork, and the setup no request changes, are then
-    paid between runs rather than in one (on a 2-CPU machine, the
-    controller's own work between two tasks leaves time for both)."""
+    """A fork made while the runner has nothing running, which takes the
+    next request from the agent's socket itself: the fork, the setup no
+    request changes and a hop through the runner are then paid between
+    runs rather than in one (on a 2-CPU machine, the controller's own
+    work between two tasks leaves time for them). The runner leaves the
+    socket to it until notify says it took a request, or ends."""
 
-    def __init__(self, owned):
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    def __init__(self, owned, sock):
+        notify, theirs = os.pipe()
         sys.stdout.flush()
         sys.stderr.flush()
         try:
             pid = os.fork()
         except OSError:
-            ours.close()
-            theirs.close()
+            os.close(notify)
+            os.close(theirs)
             raise
         if pid == 0:
-            ours.close()
-            run_spare(owned, theirs)
-        theirs.close()
+            os.close(notify)
+            run_spare([o for o in owned if o is not sock], sock, theirs)
+        os.close(theirs)
         try:
             os.setpgid(pid, pid)  # also done by the child: whichever runs first
         except OSError as e:
             if e.errno not in (errno.EACCES, errno.ESRCH):
                 raise
-        self.pid, self.channel = pid, ours
-        self.zips = frozenset(ZIP_TEXT)  # the zip texts it has
+        self.pid, self.notify = pid, notify
 
-    def hand(self, msg, fds):
-        """Gives the spare its request; False if it could not take it
-        (it is then being killed)."""
-        try:
-            self.channel.sendmsg([msg], [(socket.SOL_SOCKET, socket.SCM_RIGHTS, struct.pack('%di' % len(fds), *fds))])
-            return True
-        except OSError:
-            kill_group(self.pid)
-            return False
-        finally:
-            self.channel.close()
+    def outcome(self):
+        """What the spare said on notify, once it said it and closed it:
+        None (it ended without taking a request), or the zip it took a
+        request for ((key, path), or () for none)."""
+        data = b''
+        while True:
+            b = os.read(self.notify, 4096)
+            if not b:
+                break
+            data += b
+        os.close(self.notify)
+        lines = data.decode('utf-8', 'replace').split('\n')
+        if lines[0] != 'took':
+            return None
+        return tuple(lines[1:3]) if len(lines) >= 3 else ()
 
-    def discard(self):
-        kill_group(self.pid)
-        self.channel.close()
+
+def refuse(sock, fds, rid, why):
+    """Answers request rid (None: unknown) with an error, and closes its
+    descriptors."""
+    for fd in fds:
+        os.close(fd)
+    send(sock, {'id': rid, 'error': why})
 
 
 def serve(sock):
@@ -737,24 +763,43 @@ def serve(sock):
     signal.signal(signal.SIGCHLD, lambda signum, frame: None)
     children = set()  # the runs, until reaped
     reported = set()  # runs whose early status was sent on
-    ended = set()  # forks that were never runs (spares let go), until reaped
-    spare = None
+    ended = set()  # spares that ended without a run, until reaped
+    spare = None  # while there is one, it reads sock, not the runner
+    # A spare that ended without a run (the agent gone, a bad request)
+    # leaves the next message to the runner: another spare would end
+    # the same way on the agent's end of file.
+    spares = True
     status_sock = status_socket()
     owned = [sock, wake_r, wake_w]
-    watched = [sock, wake_r]
     if status_sock is not None:
         owned.append(status_sock)
-        watched.append(status_sock)
     while True:
-        if spare is None and not children:
+        if spare is None and spares and not children:
             try:
-                spare = Spare(owned)
+                spare = Spare(owned, sock)
             except OSError:
                 pass  # the next run forks for itself
+        watched = [wake_r, spare.notify if spare is not None else sock]
+        if status_sock is not None:
+            watched.append(status_sock)
         try:
             ready, _, _ = select.select(watched, [], [])
         except InterruptedError:
             continue
+        if spare is not None and spare.notify in ready:
+            took = spare.outcome()
+            if took is None:
+                ended.add(spare.pid)
+                spares = False
+            else:
+                children.add(spare.pid)
+                if took:
+                    try:
+                        load_zip(*took)  # for the next spares
+                    except Exception:
+                        pass  # they read it themselves
+            spare = None
+            continue  # sock is the runner's again
         if status_sock in ready:
             for pid, status in early_statuses(status_sock, children, reported):
                 send(sock, {'pid': pid, 'status': status, 'early': True})
@@ -770,10 +815,7 @@ def serve(sock):
                     break
                 if pid == 0:
                     break
-                if spare is not None and pid == spare.pid:
-                    spare.channel.close()
-                    spare = None
-                elif pid in ended:
+                if pid in ended:
                     ended.discard(pid)
                 elif pid in children:
                     children.discard(pid)
@@ -781,6 +823,7 @@ def serve(sock):
                         reported.discard(pid)
                     else:
                         send(sock, {'pid': pid, 'status': status})
+                # a spare's end is told by its notify pipe
         if sock not in ready:
             continue
         msg, fds = receive(sock)
@@ -788,56 +831,37 @@ def serve(sock):
             # The agent is gone: so are the runs it started.
             for pid in children:
                 kill_group(pid)
-            if spare is not None:
-                spare.discard()
             return
+        spares = True
         try:
             rid, env, cwd, z = parse_request(msg, fds)
         except Exception as e:
-            for fd in fds:
-                os.close(fd)
-            send(sock, {'id': None, 'error': 'bad request: %s' % e})
+            refuse(sock, fds, None, 'bad request: %s' % e)
             continue
         if z is not None:
             try:
                 load_zip(z[0], z[1])
             except Exception as e:
-                for fd in fds:
-                    os.close(fd)
-                send(sock, {'id': rid, 'error': 'zip %s: %s' % (z[1], e)})
+                refuse(sock, fds, rid, 'zip %s: %s' % (z[1], e))
                 continue
-            if spare is not None and z[0] not in spare.zips:
-                ended.add(spare.pid)  # forked before the runner had the zip
-                spare.discard()
-                spare = None
-        pid, ahead = None, False
-        if spare is not None:
-            if spare.hand(msg, fds):
-                pid, ahead = spare.pid, True
-            else:
-                ended.add(spare.pid)
-            spare = None
-        if pid is None:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            try:
-                pid = os.fork()
-            except OSError as e:
-                for fd in fds:
-                    os.close(fd)
-                send(sock, {'id': rid, 'error': 'fork: %s' % e})
-                continue
-            if pid == 0:
-                run_child(owned, fds, env, cwd, z)
-            try:
-                os.setpgid(pid, pid)  # also done by the child: whichever runs first
-            except OSError as e:
-                if e.errno not in (errno.EACCES, errno.ESRCH):
-                    raise
+        sys.stdout.flush()
+        sys.stderr.flush()
+        try:
+            pid = os.fork()
+        except OSError as e:
+            refuse(sock, fds, rid, 'fork: %s' % e)
+            continue
+        if pid == 0:
+            run_child(owned, fds, env, cwd, z)
+        try:
+            os.setpgid(pid, pid)  # also done by the child: whichever runs first
+        except OSError as e:
+            if e.errno not in (errno.EACCES, errno.ESRCH):
+                raise
         for fd in fds:
             os.close(fd)
         children.add(pid)
-        send(sock, {'id': rid, 'pid': pid, 'ahead': ahead})
+        send(sock, {'id': rid, 'pid': pid, 'ahead': False})
 
 
 def main():
