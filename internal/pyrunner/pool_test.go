@@ -13,28 +13,42 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// run runs payload in a fork of p's runner for env and returns stdout
-// and the runner's pid.
+// run runs payload in a fork of p's runner for env and returns its
+// output; the run must succeed.
 func run(t *testing.T, p *Pool, payload []byte, env []string) string {
 	t.Helper()
 	_, zip, _ := ansiballz.Split(t, payload)
+	out, rc := runSpec(t, p, Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, payload)
+	if rc != 0 {
+		t.Fatalf("exit status %d: %s", rc, out)
+	}
+	return out
+}
+
+// runSpec runs spec in a fork of p's runner with stdin, and returns its
+// output (stdout and stderr together) and exit status.
+func runSpec(t *testing.T, p *Pool, spec Spec, stdin []byte) (string, int) {
+	t.Helper()
 	inR, inW, _ := os.Pipe()
 	outR, outW, _ := os.Pipe()
-	defer inR.Close()
 	defer outR.Close()
-	proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, inR, outW, outW)
+	proc, err := p.Start(context.Background(), spec, inR, outW, outW)
+	inR.Close()
 	outW.Close()
+	if err != nil {
+		inW.Close()
+		t.Fatal(err)
+	}
+	go func() {
+		inW.Write(stdin)
+		inW.Close()
+	}()
+	out, _ := io.ReadAll(outR)
+	st, err := proc.Wait()
 	if err != nil {
 		t.Fatal(err)
 	}
-	inW.Write(payload)
-	inW.Close()
-	out, _ := io.ReadAll(outR)
-	st, err := proc.Wait()
-	if err != nil || st.ExitStatus() != 0 {
-		t.Fatalf("status %v, %v: %s", st, err, out)
-	}
-	return string(out)
+	return string(out), st.ExitStatus()
 }
 
 func pids(p *Pool) (out []int) {
@@ -79,21 +93,8 @@ func TestEarlyStatus(t *testing.T) {
 	failed := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "false"}, ansiballz.Python)
 	run(t, p, ok, env)
 	_, zip, _ := ansiballz.Split(t, failed)
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	defer outR.Close()
-	proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, inR, outW, outW)
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inW.Write(failed)
-	inW.Close()
-	io.Copy(io.Discard, outR)
-	st, err := proc.Wait()
-	if err != nil || st.ExitStatus() != 1 {
-		t.Fatalf("the failing module: status %v, %v; want exit status 1", st, err)
+	if _, rc := runSpec(t, p, Spec{Interpreter: ansiballz.Python, Env: env, Zip: zip}, failed); rc != 1 {
+		t.Fatalf("the failing module: exit status %d, want 1", rc)
 	}
 	stats := p.Stats()
 	if len(stats) != 1 || stats[0].Runs != 2 || stats[0].EarlyStatuses != 2 {
@@ -115,29 +116,12 @@ func TestForkedAhead(t *testing.T) {
 	}
 }
 
-// runApart runs script, whose bytes [at, at+len(zip)) are zip, with the
-// zip apart from its stdin (Spec.Apart), and returns its output and
-// exit status.
+// runApart runs the script prefix+zip+suffix with its zip apart from
+// its stdin (Spec.Apart), and returns its output and exit status.
 func runApart(t *testing.T, p *Pool, prefix, zip, suffix []byte) (string, int) {
 	t.Helper()
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	defer outR.Close()
 	spec := Spec{Interpreter: ansiballz.Python, Env: os.Environ(), Zip: zip, Apart: true, ZipAt: len(prefix)}
-	proc, err := p.Start(context.Background(), spec, inR, outW, outW)
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	inW.Write(append(append([]byte{}, prefix...), suffix...))
-	inW.Close()
-	out, _ := io.ReadAll(outR)
-	st, err := proc.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), st.ExitStatus()
+	return runSpec(t, p, spec, append(append([]byte{}, prefix...), suffix...))
 }
 
 // TestZipApart: a script whose zip the runner holds, not its stdin,
@@ -174,25 +158,7 @@ func TestZipApart(t *testing.T) {
 func runWhole(t *testing.T, p *Pool, script []byte) (string, int) {
 	t.Helper()
 	_, zip, _ := ansiballz.Split(t, script)
-	inR, inW, _ := os.Pipe()
-	outR, outW, _ := os.Pipe()
-	defer outR.Close()
-	proc, err := p.Start(context.Background(), Spec{Interpreter: ansiballz.Python, Env: os.Environ(), Zip: zip}, inR, outW, outW)
-	inR.Close()
-	outW.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		inW.Write(script)
-		inW.Close()
-	}()
-	out, _ := io.ReadAll(outR)
-	st, err := proc.Wait()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(out), st.ExitStatus()
+	return runSpec(t, p, Spec{Interpreter: ansiballz.Python, Env: os.Environ(), Zip: zip}, script)
 }
 
 // TestCodeCache: a runner compiles its zip's module_utils once; the

@@ -445,11 +445,19 @@ def early_statuses(status_sock, children, reported):
 
 def run_child(owned, fds, env, cwd, z):
     """A run forked for its request: it never returns."""
-    status = 1
-    try:
+    def run():
         prepare(owned)
         begin(fds, env, cwd)
         run_script(z)
+    exit_as_interpreter(run)
+
+
+def exit_as_interpreter(run):
+    """Calls run, a fork's whole run, and ends the process as the
+    interpreter would have ended for what it raised."""
+    status = 1
+    try:
+        run()
     except SystemExit as e:
         status = exit_status(e)
     except BaseException:
@@ -462,8 +470,7 @@ def run_spare(owned, sock, notify):
     socket itself while the runner leaves that socket to it: it tells
     the runner on notify that it took a request (and the zip it needs),
     then answers the agent. It never returns."""
-    status = 1
-    try:
+    def run():
         prepare(owned)
         populate(sock)
         msg, fds = receive(sock)
@@ -488,11 +495,7 @@ def run_spare(owned, sock, notify):
         sock.close()
         begin(fds, env, cwd)
         run_script(z)
-    except SystemExit as e:
-        status = exit_status(e)
-    except BaseException:
-        pass
-    fast_exit(status)
+    exit_as_interpreter(run)
 
 
 MADV_POPULATE_WRITE = 23  # Linux 5.14 and later
