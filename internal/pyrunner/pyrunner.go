@@ -12,16 +12,19 @@
 // (passed over a socket), environment and working directory, becomes
 // what a fresh interpreter reading its script from stdin would be, and
 // exits through the interpreter's own exit. Nothing a module does reaches
-// the runner or the next module. While nothing runs, the runner forks
-// its next run ahead, and that fork readies what no request changes,
+// the runner or the next module.
+//
+// While nothing runs, the runner forks its next run ahead; that fork
+// readies what no request changes, makes its own copy of the runner's
+// writable memory (so that the module's writes cost no page faults),
 // then reads its request from the agent's socket itself (the runner
-// leaves the socket to it until it took one): the fork, and a hop
-// through the runner, are paid between tasks. A run
-// closes its standard streams and
-// reports its exit status (a datagram to the runner, whose sender the
-// runner knows from the kernel's credentials) before its address space
-// is torn down, which takes about as long as a small module's run; the
-// runner's waitpid reports the runs that could not.
+// leaves the socket to it until it took one): the fork, its page copies
+// and a hop through the runner are paid between tasks. A run closes its
+// standard streams and reports its exit status (a datagram to the
+// runner, whose sender the runner knows from the kernel's credentials)
+// before its address space is torn down, which takes about as long as a
+// small module's run; the runner's waitpid reports the runs that could
+// not.
 //
 // Whatever cannot host a runner (no such interpreter, older than 3.6, no
 // os.fork, a zip that does not preload) makes Start return an error
@@ -90,6 +93,7 @@ type Pool struct {
 	// used idle one stops. Default DefaultMaxRunners.
 	MaxRunners int
 	// MaxRSS bounds a runner's resident memory; default DefaultMaxRSS.
+	// Its next run, forked ahead, holds as much again while it waits.
 	MaxRSS int64
 	// CodeCacheDir is where runners keep the compiled code of the
 	// module_utils they preload, a file per family and interpreter
