@@ -264,6 +264,10 @@ class CurrentZipFinder(object):
     def find_spec(self, fullname, path=None, target=None):
         if not fullname.startswith('ansible.'):
             return None
+        if CODE and sys.path:
+            spec = self.first_zip_spec(fullname, sys.path[0])
+            if spec is not None:
+                return spec
         spec = PathFinder.find_spec('ansible', sys.path)
         if spec is None or not spec.submodule_search_locations:
             return None
@@ -280,6 +284,36 @@ class CurrentZipFinder(object):
             if i < len(parts) - 1 and not spec.submodule_search_locations:
                 return None
         return spec
+
+    def first_zip_spec(self, fullname, entry):
+        """A spec for fullname with the runner's compiled code, found
+        without the path finders, when entry (the first on sys.path:
+        where the wrapper puts the module's zip) is a zip file with the
+        ansible package in it, where they would find it, and fullname's
+        source there is one the runner compiled; else None."""
+        import zipfile
+        try:
+            z = open_zip(entry)
+        except (OSError, zipfile.BadZipFile):
+            return None  # no zip file there: the path finders say what is
+        names = z.NameToInfo
+        parts = fullname.split('.')
+        for i in range(1, len(parts)):
+            if '/'.join(parts[:i]) + '/__init__.py' not in names:
+                return None
+        for package in (True, False):
+            name = '/'.join(parts) + ('/__init__.py' if package else '.py')
+            if name in names:
+                break
+        else:
+            return None
+        source = z.read(name)
+        if source not in CODE:
+            return None
+        path = os.path.join(entry, name)
+        loader = CachedLoader(entry, fullname, path, source)
+        return spec_from_file_location(fullname, path, loader=loader,
+                                       submodule_search_locations=[os.path.dirname(path)] if package else None)
 
     def cached_spec(self, fullname, parts, parent_origin):
         """A spec for fullname with the runner's compiled code, when the
