@@ -114,6 +114,32 @@ func TestForkedAhead(t *testing.T) {
 	if stats := p.Stats(); len(stats) != 1 || stats[0].Runs != 1 || stats[0].Ahead != 1 {
 		t.Fatalf("stats %+v: want one runner whose one run was forked ahead", stats)
 	}
+	// The next one is forked once the run ended, and its memory is
+	// reported beside the runner's.
+	r := onlyRunner(p)
+	spare := make(chan int, 1)
+	go func() { spare <- r.nextSpare() }()
+	select {
+	case pid := <-spare:
+		if pid == 0 {
+			t.Fatal("the runner died before it forked its next run")
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("no next run forked ahead a minute after the run")
+	}
+	if stats := p.Stats(); len(stats) != 1 || stats[0].SpareRSS <= 0 {
+		t.Fatalf("stats %+v: want the next run's memory", stats)
+	}
+}
+
+// onlyRunner is p's one runner.
+func onlyRunner(p *Pool) *runner {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range p.runners {
+		return r
+	}
+	return nil
 }
 
 // runApart runs the script prefix+zip+suffix with its zip apart from
@@ -191,11 +217,7 @@ func TestRunnerEndsWithAgent(t *testing.T) {
 	defer p.Close()
 	payload := ansiballz.Payload(t, "command", map[string]any{"_raw_params": "true"}, ansiballz.Python)
 	run(t, p, payload, os.Environ())
-	p.mu.Lock()
-	var r *runner
-	for _, r = range p.runners {
-	}
-	p.mu.Unlock()
+	r := onlyRunner(p)
 	// The runner's end of file, as the agent's exit gives it; our end
 	// stays open for readLoop to see the runner's.
 	rc, err := r.ctl.SyscallConn()

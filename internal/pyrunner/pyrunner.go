@@ -317,6 +317,7 @@ func (p *Pool) get(ctx context.Context, k key, spec Spec) (*runner, error) {
 	}
 	if r == nil {
 		r = &runner{pool: p, key: k, ready: make(chan struct{}), exited: make(chan struct{}), loopDone: make(chan struct{})}
+		r.spareSeen = sync.NewCond(&r.mu)
 		r.used = time.Now()
 		p.runners[k] = r
 		p.evictLocked()
@@ -382,7 +383,7 @@ func (p *Pool) afterRun(r *runner) {
 	if max <= 0 {
 		max = DefaultMaxRSS
 	}
-	if rss := r.rss(); rss > max {
+	if n := rss(r.pid); n > max {
 		p.mu.Lock()
 		if p.runners[r.key] == r {
 			delete(p.runners, r.key)
@@ -397,8 +398,10 @@ type Stat struct {
 	Interpreter string
 	Pid         int
 	// RSS is the runner's resident memory in bytes (its forks not
-	// included).
-	RSS int64
+	// included); SpareRSS that of its next run, forked ahead and
+	// waiting, which holds a private copy of the runner's writable
+	// memory once populated (0: none now).
+	RSS, SpareRSS int64
 	// Runs is how many runs it forked; Ahead how many of them were
 	// forked before their request (a spare, in runner.py);
 	// EarlyStatuses how many reported their status before their
@@ -431,8 +434,12 @@ func (p *Pool) Stats() []Stat {
 		}
 		r.mu.Lock()
 		s := Stat{Interpreter: r.key.interp, Pid: r.pid, Runs: r.runs, Ahead: r.ahead, EarlyStatuses: r.early, Preloaded: r.preloaded, CachedCode: r.cachedCode}
+		spare := r.spare
 		r.mu.Unlock()
-		s.RSS = r.rss()
+		s.RSS = rss(r.pid)
+		if spare != 0 {
+			s.SpareRSS = rss(spare)
+		}
 		out = append(out, s)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Pid < out[j].Pid })
@@ -495,7 +502,11 @@ type runner struct {
 	runs     int64
 	early    int64 // runs whose status came before their teardown
 	ahead    int64 // runs forked before their request
-	next     int64
+	// spare is the pid of the fork made ahead that waits for a request,
+	// 0 when none is known; spareSeen is signalled when one is learnt.
+	spare     int
+	spareSeen *sync.Cond
+	next      int64
 	// started gets the reply to the request in flight.
 	started    chan startReply
 	procs      map[int]*Proc // by pid, runs not yet ended
@@ -521,6 +532,7 @@ type msg struct {
 	Status    *int     `json:"status"`
 	Early     bool     `json:"early"`
 	Ahead     bool     `json:"ahead"`
+	Spare     int      `json:"spare"` // the pid of a fork made ahead
 }
 
 // run starts the runner and reads its messages until it ends.
@@ -667,10 +679,16 @@ func (r *runner) readLoop() {
 					if m.Ahead {
 						r.ahead++
 					}
+					if m.Pid == r.spare {
+						r.spare = 0 // a run now
+					}
 				}
 				r.started <- rep
 				r.started = nil
 			}
+		case m.Spare != 0:
+			r.spare = m.Spare
+			r.spareSeen.Broadcast()
 		case m.Status != nil:
 			if p := r.procs[m.Pid]; p != nil {
 				delete(r.procs, m.Pid)
@@ -691,6 +709,7 @@ func (r *runner) readLoop() {
 	<-r.exited
 	r.mu.Lock()
 	r.died = true
+	r.spareSeen.Broadcast()
 	if r.started != nil {
 		r.started <- startReply{err: ErrDied}
 		r.started = nil
@@ -749,9 +768,20 @@ func (r *runner) stopWhenIdle() {
 	}
 }
 
-// rss is the runner's resident set size in bytes, 0 if unknown.
-func (r *runner) rss() int64 {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(r.pid) + "/status")
+// nextSpare waits until r knows of a fork made ahead, and returns its
+// pid (0: the runner died first).
+func (r *runner) nextSpare() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for r.spare == 0 && !r.died {
+		r.spareSeen.Wait()
+	}
+	return r.spare
+}
+
+// rss is process pid's resident set size in bytes, 0 if unknown.
+func rss(pid int) int64 {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		return 0
 	}

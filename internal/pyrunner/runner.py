@@ -816,6 +816,8 @@ def serve(sock):
                 spare = Spare(owned, sock)
             except OSError:
                 pass  # the next run forks for itself
+            else:
+                send(sock, {'spare': spare.pid})  # for the agent to report its memory
         watched = [wake_r, spare.notify if spare is not None else sock]
         if status_sock is not None:
             watched.append(status_sock)

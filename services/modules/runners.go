@@ -17,8 +17,10 @@ type RunnerStat struct {
 	Pid         int    `msgpack:"pid"`
 	// RSS is the runner's resident memory in bytes, its forks not
 	// included; a runner past the agent's bound is replaced after its
-	// run.
-	RSS int64 `msgpack:"rss"`
+	// run. SpareRSS is that of its next run, forked ahead and waiting
+	// (a private copy of the runner's writable memory; 0: none now).
+	RSS      int64 `msgpack:"rss"`
+	SpareRSS int64 `msgpack:"sparerss,omitempty"`
 	// Runs is the number of module runs it forked.
 	Runs int64 `msgpack:"runs"`
 	// Preloaded are the modules it imported once for every run.
@@ -33,7 +35,7 @@ func Register(reg *rpc.Registry) {
 	reg.Handle(MethodRunners, func(ctx context.Context, call *rpc.Call) (any, error) {
 		var out []RunnerStat
 		for _, s := range pyrunner.Default.Stats() {
-			out = append(out, RunnerStat{Interpreter: s.Interpreter, Pid: s.Pid, RSS: s.RSS, Runs: s.Runs, Preloaded: s.Preloaded})
+			out = append(out, RunnerStat{Interpreter: s.Interpreter, Pid: s.Pid, RSS: s.RSS, SpareRSS: s.SpareRSS, Runs: s.Runs, Preloaded: s.Preloaded})
 		}
 		return out, nil
 	})
