@@ -286,58 +286,50 @@ class CurrentZipFinder(object):
         return spec
 
     def first_zip_spec(self, fullname, entry):
-        """A spec for fullname with the runner's compiled code, found
-        without the path finders, when entry (the first on sys.path:
-        where the wrapper puts the module's zip) is a zip file with the
-        ansible package in it, where they would find it, and fullname's
-        source there is one the runner compiled; else None."""
+        """compiled_spec for fullname in entry, found without the path
+        finders, when entry (the first on sys.path: where the wrapper
+        puts the module's zip) is a zip file that holds the ansible
+        package and the packages on fullname's way, where they would
+        find it; else None."""
         import zipfile
         try:
-            z = open_zip(entry)
+            names = open_zip(entry).NameToInfo
         except (OSError, zipfile.BadZipFile):
             return None  # no zip file there: the path finders say what is
-        names = z.NameToInfo
         parts = fullname.split('.')
         for i in range(1, len(parts)):
             if '/'.join(parts[:i]) + '/__init__.py' not in names:
                 return None
-        for package in (True, False):
-            name = '/'.join(parts) + ('/__init__.py' if package else '.py')
-            if name in names:
-                break
-        else:
-            return None
-        source = z.read(name)
-        if source not in CODE:
-            return None
-        path = os.path.join(entry, name)
-        loader = CachedLoader(entry, fullname, path, source)
-        return spec_from_file_location(fullname, path, loader=loader,
-                                       submodule_search_locations=[os.path.dirname(path)] if package else None)
+        return compiled_spec(fullname, entry, parts)
 
     def cached_spec(self, fullname, parts, parent_origin):
-        """A spec for fullname with the runner's compiled code, when the
-        parent package is in a zip file and fullname's source there is
-        one the runner compiled."""
+        """compiled_spec for fullname, when its parent package (found by
+        the path finders) is in a zip file."""
         suffix = os.sep + os.path.join(*parts[:-1]) + os.sep + '__init__.py'
         if not parent_origin or not parent_origin.endswith(suffix):
             return None
         entry = parent_origin[:-len(suffix)]
         if not os.path.isfile(entry):
             return None
-        for package in (True, False):
-            found = zip_source(entry, parts, package)
-            if found is not None:
-                break
-        else:
-            return None
-        source, path = found
-        if source not in CODE:
-            return None
-        loader = CachedLoader(entry, fullname, path, source)
-        spec = spec_from_file_location(fullname, path, loader=loader,
-                                       submodule_search_locations=[os.path.dirname(path)] if package else None)
-        return spec
+        return compiled_spec(fullname, entry, parts)
+
+
+def compiled_spec(fullname, entry, parts):
+    """A spec for module fullname (parts) in the zip file entry, with
+    the runner's compiled code, when its source there is one the runner
+    compiled; else None."""
+    for package in (True, False):
+        found = zip_source(entry, parts, package)
+        if found is not None:
+            break
+    else:
+        return None
+    source, path = found
+    if source not in CODE:
+        return None
+    loader = CachedLoader(entry, fullname, path, source)
+    return spec_from_file_location(fullname, path, loader=loader,
+                                   submodule_search_locations=[os.path.dirname(path)] if package else None)
 
 
 # The files a run opened (weak references), for its exit to flush.
@@ -730,6 +722,22 @@ def compile_script(data, z):
     return compile(data[:at] + text.encode('ascii') + data[at:], '<stdin>', 'exec', dont_inherit=True)
 
 
+def fork(child):
+    """Forks a process in a group of its own that calls child (which
+    never returns), and returns its pid."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        child()
+    try:
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first
+    except OSError as e:
+        if e.errno not in (errno.EACCES, errno.ESRCH):
+            raise
+    return pid
+
+
 def kill_group(pid):
     try:
         os.killpg(pid, signal.SIGKILL)
@@ -747,23 +755,17 @@ class Spare(object):
 
     def __init__(self, owned, sock):
         notify, theirs = os.pipe()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        try:
-            pid = os.fork()
-        except OSError:
-            os.close(notify)
-            os.close(theirs)
-            raise
-        if pid == 0:
+
+        def child():
             os.close(notify)
             run_spare([o for o in owned if o is not sock], sock, theirs)
-        os.close(theirs)
         try:
-            os.setpgid(pid, pid)  # also done by the child: whichever runs first
-        except OSError as e:
-            if e.errno not in (errno.EACCES, errno.ESRCH):
-                raise
+            pid = fork(child)
+        except OSError:
+            os.close(notify)
+            raise
+        finally:
+            os.close(theirs)
         self.pid, self.notify = pid, notify
 
     def outcome(self):
@@ -883,20 +885,11 @@ def serve(sock):
             except Exception as e:
                 refuse(sock, fds, rid, 'zip %s: %s' % (z[1], e))
                 continue
-        sys.stdout.flush()
-        sys.stderr.flush()
         try:
-            pid = os.fork()
+            pid = fork(lambda: run_child(owned, fds, env, cwd, z))
         except OSError as e:
             refuse(sock, fds, rid, 'fork: %s' % e)
             continue
-        if pid == 0:
-            run_child(owned, fds, env, cwd, z)
-        try:
-            os.setpgid(pid, pid)  # also done by the child: whichever runs first
-        except OSError as e:
-            if e.errno not in (errno.EACCES, errno.ESRCH):
-                raise
         for fd in fds:
             os.close(fd)
         children.add(pid)
