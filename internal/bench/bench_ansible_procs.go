@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -110,8 +111,8 @@ func stopHelpers(marker string) (time.Duration, error) {
 		return 0, err
 	}
 	var cpu time.Duration
-	for pid, st := range procs {
-		cpu += st.cpu
+	for _, pid := range parentsFirst(procs) {
+		cpu += procs[pid].cpu
 		syscall.Kill(pid, syscall.SIGTERM) //nolint:errcheck // it may have exited
 	}
 	deadline := time.Now().Add(5 * time.Second)
@@ -127,6 +128,26 @@ func stopHelpers(marker string) (time.Duration, error) {
 		}
 	}
 	return cpu, nil
+}
+
+// parentsFirst orders procs' pids so that a process comes before its
+// descendants among them: signalled in that order, no helper sees its
+// child end (and exits on its own, with another status) before its own
+// signal.
+func parentsFirst(procs map[int]procStat) []int {
+	depth := func(pid int) int {
+		d := 0
+		for p, ok := procs[pid]; ok && d < len(procs); p, ok = procs[p.ppid] {
+			d++
+		}
+		return d
+	}
+	pids := make([]int, 0, len(procs))
+	for pid := range procs {
+		pids = append(pids, pid)
+	}
+	sort.Slice(pids, func(i, j int) bool { return depth(pids[i]) < depth(pids[j]) })
+	return pids
 }
 
 // alive says whether pid is still a running process (a zombie is not:

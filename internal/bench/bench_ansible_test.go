@@ -475,3 +475,15 @@ func TestE2EBenchAnsible(t *testing.T) {
 		t.Errorf("ansible_exec_true: no phases for ssh_plugin: %v", hot)
 	}
 }
+
+func TestParentsFirst(t *testing.T) {
+	// 10 → 20 → 30, and 40 whose parent is not among them.
+	procs := map[int]procStat{30: {ppid: 20}, 20: {ppid: 10}, 10: {ppid: 1}, 40: {ppid: 1}}
+	pos := map[int]int{}
+	for i, pid := range parentsFirst(procs) {
+		pos[pid] = i
+	}
+	if len(pos) != 4 || pos[10] > pos[20] || pos[20] > pos[30] {
+		t.Fatalf("order %v: want each parent before its children", parentsFirst(procs))
+	}
+}
