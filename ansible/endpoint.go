@@ -22,6 +22,7 @@ import (
 	"github.com/spindle-rpc/spindle/services/exec"
 	"github.com/spindle-rpc/spindle/services/fs"
 	"github.com/spindle-rpc/spindle/services/modules"
+	"github.com/spindle-rpc/spindle/services/sys"
 	"github.com/spindle-rpc/spindle/target"
 	"github.com/spindle-rpc/spindle/version"
 	"go.uber.org/zap"
@@ -318,6 +319,17 @@ func (e *Endpoint) connect(ctx context.Context, r *request) (*conn, *Error) {
 	return c, nil
 }
 
+// alive says whether the kept connection answers a ping within
+// aliveTimeout: a request that lost its context may have lost only a
+// become child, and the host's connection serves other requests.
+func (e *Endpoint) alive(ctx context.Context, kept *daemon.Conn) bool {
+	ctx, cancel := context.WithTimeout(ctx, aliveTimeout)
+	defer cancel()
+	return sys.Ping(ctx, kept.Context) == nil
+}
+
+const aliveTimeout = 5 * time.Second
+
 // errDeadKept marks connect's error for a kept connection found dead.
 const errDeadKept = "the kept connection died"
 
@@ -346,6 +358,13 @@ func (e *Endpoint) withConn(ctx context.Context, r *request, stage stage, f func
 			e.log().Info("ansible: kept connection lost", zap.String("host", r.Host.Name), zap.Error(err))
 			e.Registry.Drop(c.key, c.kept)
 			continue
+		}
+		if errors.Is(err, errkind.ErrDisconnected) && !e.alive(ctx, c.kept) {
+			// The command may have started, so it is not run again;
+			// but the next request must not find the dead connection
+			// kept, which its death may not have reached yet.
+			e.log().Info("ansible: kept connection lost", zap.String("host", r.Host.Name), zap.Error(err))
+			e.Registry.Drop(c.key, c.kept)
 		}
 		return classify(stage, err, r.Host, r.Become)
 	}
